@@ -1,0 +1,57 @@
+"""The ``kvcontract`` command line.
+
+Each verb lives with the part of the kit it drives and registers itself here:
+a verb module exposes ``register(subparsers)``, which adds its parser and sets
+``func`` (``args -> exit code``) as the parser default.
+
+Exit codes: 0 nothing failed, 1 something failed, 2 usage error (one line, no
+traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Verb modules, imported lazily so that a verb's heavy imports (torch, an
+# engine) never slow down or break the others.
+VERB_MODULES: tuple[str, ...] = (
+    "kvcontract.kernels.cli",
+)
+
+
+class UsageError(Exception):
+    """A problem with how the command was called; reported in one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kvcontract", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    sub.required = True
+    for name in VERB_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
