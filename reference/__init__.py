@@ -1,1 +1,61 @@
-"""placeholder"""
+"""The reference model: the KV-cache spec merge contract stated as code.
+
+``from kvcontract.reference import MLAAttentionSpec, merge`` — spec kinds whose
+fields declare their roles, one generic :func:`merge` over those roles, and the
+uniformity and grouping built on it. Pure Python: no torch, no pydantic.
+Every public object names the ``spec/SPEC.md`` clause it states.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcontract.reference.dtypes import KVDtype, KVQuantMode, MambaType, SparseCacheRole
+from kvcontract.reference.merge import (
+    Disagreement,
+    GroupingError,
+    IncompatibleSpecs,
+    KVCacheGroup,
+    group_layers,
+    is_uniform,
+    merge,
+    unify_page_sizes,
+)
+from kvcontract.reference.roles import AnnotationRule, Role, role_of, rule_of
+from kvcontract.reference.specs import (
+    KINDS_BY_NAME,
+    SPEC_KINDS,
+    AttentionSpec,
+    ChunkedLocalAttentionSpec,
+    CrossAttentionSpec,
+    EncoderOnlyAttentionSpec,
+    FullAttentionSpec,
+    InvalidSpec,
+    KVCacheSpec,
+    MambaSpec,
+    MLAAttentionSpec,
+    RSWASpec,
+    SinkFullAttentionSpec,
+    SlidingWindowMLASpec,
+    SlidingWindowSpec,
+    spec_fields,
+)
+
+__all__ = [
+    "KINDS_BY_NAME", "SPEC_KINDS", "AnnotationRule", "AttentionSpec",
+    "ChunkedLocalAttentionSpec", "CrossAttentionSpec", "Disagreement",
+    "EncoderOnlyAttentionSpec", "FullAttentionSpec", "GroupingError", "IncompatibleSpecs",
+    "InvalidSpec", "KVCacheGroup", "KVCacheSpec", "KVDtype", "KVQuantMode", "MLAAttentionSpec",
+    "MambaSpec", "MambaType", "RSWASpec", "Role", "SinkFullAttentionSpec", "SlidingWindowMLASpec",
+    "SlidingWindowSpec", "SparseCacheRole", "group_layers", "is_uniform", "load_layer_table",
+    "merge", "role_of", "rule_of", "spec_fields", "unify_page_sizes",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The JSON boundary needs pydantic; import it only when asked for.
+    if name == "load_layer_table":
+        from kvcontract.reference.schema import load_layer_table
+
+        return load_layer_table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

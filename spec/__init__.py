@@ -1,1 +1,101 @@
-"""placeholder"""
+"""The normative text of the contract and its clause catalogue.
+
+``SPEC.md`` is the contract in prose; ``clauses.toml`` lists every clause
+(ID, title, chapter, level) for code to load. ``tests/test_spec_catalogue.py``
+keeps the two in agreement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from functools import cache
+from pathlib import Path
+
+SPEC_DIR = Path(__file__).parent
+SPEC_MD = SPEC_DIR / "SPEC.md"
+CATALOGUE = SPEC_DIR / "clauses.toml"
+
+LEVELS = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY")
+CHAPTERS = {
+    "ROLE": "roles",
+    "SPEC": "kinds",
+    "MERGE": "merge",
+    "ERROR": "error",
+    "UNIFORM": "uniformity",
+    "GROUP": "grouping",
+    "DISPATCH": "dispatch",
+    "NUM": "numerics",
+}
+"""Clause-ID prefix -> chapter name."""
+
+_HEADING = re.compile(r"^### ([A-Z]+(?:-[A-Z0-9]+)*-\d+) — (.+)$")
+_LEVEL = re.compile(r"^\*\*(MUST NOT|MUST|SHOULD NOT|SHOULD|MAY)\.\*\*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Clause:
+    """One normative clause: its stable ID, title, chapter and RFC 2119 level."""
+
+    id: str
+    title: str
+    chapter: str
+    level: str
+
+    @property
+    def prefix(self) -> str:
+        return self.id.split("-", 1)[0]
+
+
+class CatalogueError(ValueError):
+    """The catalogue file is malformed or names an unknown clause."""
+
+
+@cache
+def load_catalogue() -> tuple[Clause, ...]:
+    """Every clause of the contract, in catalogue order."""
+    data = tomllib.loads(CATALOGUE.read_text())
+    clauses = []
+    for entry in data.get("clause", []):
+        try:
+            clause = Clause(entry["id"], entry["title"], entry["chapter"], entry["level"])
+        except KeyError as exc:
+            raise CatalogueError(f"{CATALOGUE}: clause entry {entry!r} lacks {exc}") from None
+        if clause.level not in LEVELS:
+            raise CatalogueError(f"{CATALOGUE}: {clause.id}: unknown level {clause.level!r}")
+        clauses.append(clause)
+    ids = [c.id for c in clauses]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise CatalogueError(f"{CATALOGUE}: duplicate clause IDs {duplicates}")
+    return tuple(clauses)
+
+
+def clause(clause_id: str) -> Clause:
+    """The clause with this ID; ``CatalogueError`` if there is none."""
+    for c in load_catalogue():
+        if c.id == clause_id:
+            return c
+    raise CatalogueError(f"no clause {clause_id!r} in the catalogue")
+
+
+def parse_spec_md(text: str | None = None) -> tuple[Clause, ...]:
+    """The clauses as written in SPEC.md: heading ``### ID — Title`` followed by a
+    paragraph starting with the bold level word."""
+    lines = (SPEC_MD.read_text() if text is None else text).splitlines()
+    clauses = []
+    for index, line in enumerate(lines):
+        match = _HEADING.match(line)
+        if not match:
+            continue
+        clause_id, title = match.groups()
+        level = None
+        for following in lines[index + 1 :]:
+            if following.strip():
+                level_match = _LEVEL.match(following.strip())
+                level = level_match.group(1) if level_match else None
+                break
+        chapter = CHAPTERS.get(clause_id.split("-", 1)[0], "?")
+        clauses.append(Clause(clause_id, title, chapter, level or "?"))
+    return tuple(clauses)

@@ -1,0 +1,227 @@
+"""Hypothesis strategies over reference specs, driven by the field roles.
+
+- :func:`specs` — one valid spec of a kind;
+- :func:`compatible_specs` — a list that merges: equal in LAYOUT/ALLOCATION fields, free
+  in CAPABILITY and ANNOTATION fields;
+- :func:`near_misses` — a list that is compatible except for exactly one field, for
+  every field and every role (ERROR-DETECT-1);
+- :func:`layer_tables` — layer-name -> spec tables for grouping: hybrid models,
+  target + draft layers, several kinds at once (chapter GROUP).
+
+Values come from small, realistic domains (:data:`FIELD_DOMAINS`), so that every
+engine can represent them and shrinking ends on readable examples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from kvcontract.reference import (
+    SPEC_KINDS,
+    AnnotationRule,
+    InvalidSpec,
+    KVCacheSpec,
+    KVDtype,
+    KVQuantMode,
+    MambaType,
+    MLAAttentionSpec,
+    Role,
+    SlidingWindowMLASpec,
+    SparseCacheRole,
+    role_of,
+    rule_of,
+)
+
+ATTENTION_DTYPES = (KVDtype.BFLOAT16, KVDtype.FLOAT16, KVDtype.FLOAT32, KVDtype.FLOAT8_E4M3, KVDtype.UINT8)
+
+
+def _optional(values: Sequence[Any]) -> Any:
+    return st.sampled_from([None, *values])
+
+
+FIELD_DOMAINS: dict[str, Any] = {
+    "block_size": st.sampled_from([16, 1, 2, 32, 64, 128]),
+    "dcp_sharded": st.booleans(),
+    "block_stride_alignment": _optional([256, 4096]),
+    "is_draft": st.booleans(),
+    "max_tp_shards": _optional([1, 2, 8]),
+    "num_kv_heads": st.sampled_from([1, 2, 4, 8]),
+    "head_size": st.sampled_from([64, 128, 256, 576]),
+    "dtype": st.sampled_from(ATTENTION_DTYPES),
+    "head_size_v": _optional([64, 128]),
+    "kv_quant_mode": st.sampled_from(list(KVQuantMode)),
+    "page_size_padded": st.just(None),
+    "num_head_slots": _optional([1, 2, 16]),
+    "state_content_bytes": _optional([128, 656]),
+    "kv_head_major_slots": st.booleans(),
+    "tokens_per_state": st.sampled_from([1, 4]),
+    "sliding_window": _optional([128, 4096]),
+    "attention_chunk_size": _optional([256, 8192]),
+    "non_causal": st.booleans(),
+    "cache_dtype_str": _optional(["auto", "fp8_ds_mla"]),
+    "topk_buffer_width": _optional([2048]),
+    "alignment": _optional([576, 4096]),
+    "model_version": _optional(["deepseek_v4"]),
+    "cache_role": st.sampled_from(list(SparseCacheRole)),
+    "is_index_group_leader": st.booleans(),
+    "non_causal_multi_token_decode": st.booleans(),
+    "rswa_window": st.sampled_from([512, 2048]),
+    "sink_len": _optional([16, 64]),
+    "extra_retained_tokens": st.sampled_from([0, 3]),
+    "bounded_replay": st.booleans(),
+    "shapes": st.sampled_from([((3, 1024), (16, 64, 64)), ((4, 256),), ((2, 64, 32), (8, 8))]),
+    "state_alignment": st.sampled_from([1, 128]),
+    "mamba_type": st.sampled_from(list(MambaType)),
+    "mamba_cache_mode": st.sampled_from(["none", "align"]),
+    "num_speculative_blocks": st.sampled_from([0, 2]),
+    "tp_replicated": st.booleans(),
+}
+"""Values drawn per field name (``dtypes`` of Mamba follows ``shapes``)."""
+
+KIND_DOMAINS: dict[tuple[type[KVCacheSpec], str], Any] = {
+    # MLA stores one latent vector per token: no separate V head.
+    (MLAAttentionSpec, "head_size_v"): st.just(0),
+    (SlidingWindowMLASpec, "head_size_v"): st.just(0),
+    (MLAAttentionSpec, "num_kv_heads"): st.just(1),
+    (SlidingWindowMLASpec, "num_kv_heads"): st.just(1),
+    # Sliding-window layers always have a window.
+}
+REQUIRED_DOMAINS: dict[str, Any] = {
+    "sliding_window": st.sampled_from([128, 4096]),
+    "attention_chunk_size": st.sampled_from([256, 8192]),
+}
+
+
+def field_domain(kind: type[KVCacheSpec], f: dataclasses.Field[Any]) -> Any:
+    """The strategy for one field of one kind."""
+    if (kind, f.name) in KIND_DOMAINS:
+        return KIND_DOMAINS[(kind, f.name)]
+    if f.default is dataclasses.MISSING and f.name in REQUIRED_DOMAINS:
+        return REQUIRED_DOMAINS[f.name]
+    if f.name not in FIELD_DOMAINS:
+        raise KeyError(f"no value domain for field {kind.__name__}.{f.name}")
+    return FIELD_DOMAINS[f.name]
+
+
+def kinds() -> Any:
+    """Any concrete spec kind."""
+    return st.sampled_from(SPEC_KINDS)
+
+
+@st.composite
+def specs(draw: Any, kind: type[KVCacheSpec] | None = None) -> KVCacheSpec:
+    """One valid spec of ``kind`` (any kind when None)."""
+    if kind is None:
+        kind = draw(kinds())
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(kind):
+        if f.name == "dtypes":
+            continue
+        values[f.name] = draw(field_domain(kind, f))
+    if "shapes" in values:
+        values["dtypes"] = tuple(draw(st.sampled_from(ATTENTION_DTYPES[:3])) for _ in values["shapes"])
+    try:
+        spec = kind(**values)
+    except InvalidSpec:
+        assume(False)
+        raise  # unreachable: assume(False) aborts the example
+    assume(spec.page_size_bytes > 0)
+    return spec
+
+
+def _free(f: dataclasses.Field[Any]) -> bool:
+    """Fields whose members may differ in a compatible list."""
+    role = role_of(f)
+    return role is Role.CAPABILITY or (role is Role.ANNOTATION and rule_of(f) is AnnotationRule.ANY)
+
+
+@st.composite
+def compatible_specs(
+    draw: Any, kind: type[KVCacheSpec] | None = None, min_size: int = 1, max_size: int = 4
+) -> list[KVCacheSpec]:
+    """Specs that merge: one base, with capabilities and annotations varied per member.
+
+    A *common* annotation is either the base's value or None in each member.
+    """
+    base = draw(specs(kind))
+    size = draw(st.integers(min_size, max_size))
+    members = []
+    for _ in range(size):
+        changes: dict[str, Any] = {}
+        for f in dataclasses.fields(base):
+            if _free(f):
+                changes[f.name] = draw(st.booleans())
+            elif role_of(f) is Role.ANNOTATION and getattr(base, f.name) is not None:
+                changes[f.name] = draw(st.sampled_from([getattr(base, f.name), None]))
+        try:
+            members.append(dataclasses.replace(base, **changes))
+        except InvalidSpec:
+            assume(False)
+    return members
+
+
+def _must_agree(f: dataclasses.Field[Any]) -> bool:
+    return role_of(f) in (Role.LAYOUT, Role.ALLOCATION) or (
+        role_of(f) is Role.ANNOTATION and rule_of(f) is AnnotationRule.COMMON
+    )
+
+
+def disagreeing_fields(kind: type[KVCacheSpec]) -> tuple[str, ...]:
+    """Fields on which two members may not differ (near-miss targets)."""
+    return tuple(f.name for f in dataclasses.fields(kind) if _must_agree(f))
+
+
+@st.composite
+def near_misses(
+    draw: Any, kind: type[KVCacheSpec] | None = None, field_name: str | None = None
+) -> tuple[list[KVCacheSpec], str]:
+    """A compatible list plus one member that differs in exactly one field that
+    must agree; returns ``(specs, field_name)``. The odd member sits at a random
+    position."""
+    if kind is None:
+        kind = draw(kinds())
+    members = draw(compatible_specs(kind, min_size=1, max_size=3))
+    base = members[0]
+    if field_name is None:
+        field_name = draw(st.sampled_from(disagreeing_fields(kind)))
+    f = next(f for f in dataclasses.fields(kind) if f.name == field_name)
+    current = getattr(base, field_name)
+    if field_name == "dtypes":
+        domain = st.tuples(*[st.sampled_from(ATTENTION_DTYPES[:3]) for _ in base.shapes])  # type: ignore[attr-defined]
+    else:
+        domain = field_domain(kind, f)
+    value = draw(domain.filter(lambda v: v != current and v is not None)
+                 if role_of(f) is Role.ANNOTATION else domain.filter(lambda v: v != current))
+    if role_of(f) is Role.ANNOTATION:
+        assume(current is not None)
+    try:
+        odd = dataclasses.replace(base, **{field_name: value})
+    except InvalidSpec:
+        assume(False)
+        raise
+    assume(getattr(odd, field_name) != current)
+    position = draw(st.integers(0, len(members)))
+    return [*members[:position], odd, *members[position:]], field_name
+
+
+@st.composite
+def layer_tables(draw: Any, max_groups: int = 3, max_layers_per_kind: int = 4) -> dict[str, KVCacheSpec]:
+    """A model's layer table: several kinds at once, some layers of a kind
+    differing only in capabilities (target + draft), in interleaved order."""
+    bases = draw(st.lists(specs(), min_size=1, max_size=max_groups))
+    layers: list[tuple[str, KVCacheSpec]] = []
+    for b, base in enumerate(bases):
+        count = draw(st.integers(1, max_layers_per_kind))
+        for i in range(count):
+            spec = base
+            if draw(st.booleans()):
+                changes = {f.name: draw(st.booleans()) for f in dataclasses.fields(base) if _free(f)}
+                spec = dataclasses.replace(base, **changes)
+            layers.append((f"layers.{b}.{i}", spec))
+    order = draw(st.permutations(layers))
+    return dict(order)

@@ -1,0 +1,220 @@
+"""One generic merge over field roles, and the uniformity and grouping built on it.
+
+Chapters MERGE, ERROR, UNIFORM and GROUP of ``spec/SPEC.md``. Nothing here is
+per spec kind: every rule comes from the roles in the fields' metadata.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from kvcontract.reference.roles import AnnotationRule, Role, role_of, rule_of
+from kvcontract.reference.specs import (
+    AttentionSpec,
+    KVCacheSpec,
+    MambaSpec,
+    MLAAttentionSpec,
+    SlidingWindowMLASpec,
+)
+
+S = TypeVar("S", bound=KVCacheSpec)
+
+
+@dataclasses.dataclass(frozen=True)
+class Disagreement:
+    """One field on which the members of a would-be group disagree (ERROR-MESSAGE-1)."""
+
+    field: str
+    """The field's name, or ``"kind"`` when the members are of different kinds."""
+    role: Role | None
+    """The field's role; None for ``"kind"``."""
+    values: tuple[Any, ...]
+    """The distinct values, in order of first appearance."""
+
+    def describe(self) -> str:
+        role = "" if self.role is None else f" ({self.role.value})"
+        return f"{self.field}{role}: " + " vs ".join(_show(v) for v in self.values)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, type):
+        return value.__name__
+    return repr(value)
+
+
+class IncompatibleSpecs(AssertionError):  # noqa: N818 - the contract's name
+    """The specs cannot share a KV-cache group (ERROR-TYPE-1).
+
+    A subclass of ``AssertionError``, so engines' grouping code that catches
+    ``AssertionError`` treats it as "not mergeable"; raised explicitly, so it
+    is the same under ``python -O`` (ERROR-OPTIMIZE-1). ``disagreements`` names
+    every field that disagrees with its values (ERROR-MESSAGE-1).
+    """
+
+    def __init__(self, disagreements: Sequence[Disagreement], reason: str = "") -> None:
+        self.disagreements: tuple[Disagreement, ...] = tuple(disagreements)
+        self.reason = reason
+        parts = [d.describe() for d in self.disagreements]
+        detail = "; ".join(parts) if parts else reason
+        super().__init__(f"incompatible KV cache specs: {detail}")
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Names of the disagreeing fields."""
+        return tuple(d.field for d in self.disagreements)
+
+
+class GroupingError(ValueError):
+    """The layers cannot be arranged into groups with one page size (GROUP-PAGE-1)."""
+
+
+def _distinct(values: Sequence[Any]) -> tuple[Any, ...]:
+    seen: list[Any] = []
+    for value in values:
+        if not any(value == s and type(value) is type(s) for s in seen):
+            seen.append(value)
+    return tuple(seen)
+
+
+def merge(specs: Sequence[S]) -> S:
+    """Merge the specs of one group's layers into the group's spec.
+
+    MERGE-KIND-1, MERGE-AGREE-1, MERGE-UNION-1, MERGE-ANNOTATION-1; raises
+    :class:`IncompatibleSpecs` per ERROR-DETECT-1, ERROR-EMPTY-1, ERROR-KIND-1.
+
+    post: type(__return__) is type(specs[0])
+    post: __return__.page_size_bytes == specs[0].page_size_bytes
+    post: __return__.block_size == specs[0].block_size
+    post: all(getattr(__return__, f.name) == any(getattr(s, f.name) for s in specs) for f in dataclasses.fields(__return__) if role_of(f) is Role.CAPABILITY)
+    post: all(getattr(__return__, f.name) == getattr(s, f.name) for s in specs for f in dataclasses.fields(__return__) if role_of(f) in (Role.LAYOUT, Role.ALLOCATION))
+    """
+    if len(specs) == 0:
+        raise IncompatibleSpecs((), reason="a group needs at least one layer spec (ERROR-EMPTY-1)")
+    kinds = _distinct([type(s) for s in specs])
+    if len(kinds) > 1:
+        raise IncompatibleSpecs((Disagreement("kind", None, kinds),))
+    first = specs[0]
+    disagreements: list[Disagreement] = []
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(first):
+        role = role_of(f)
+        values = [getattr(s, f.name) for s in specs]
+        if role is Role.CAPABILITY:
+            changes[f.name] = any(values)
+            continue
+        if role is Role.ANNOTATION and rule_of(f) is AnnotationRule.ANY:
+            changes[f.name] = any(values)
+            continue
+        if role is Role.ANNOTATION:  # AnnotationRule.COMMON
+            values = [v for v in values if v is not None]
+        distinct = _distinct(values)
+        if len(distinct) > 1:
+            disagreements.append(Disagreement(f.name, role, distinct))
+        elif role is Role.ANNOTATION:
+            changes[f.name] = distinct[0] if distinct else None
+    for names in first.mutually_exclusive:
+        set_names = tuple(n for n in names if changes.get(n, getattr(first, n)) is not None)
+        if len(set_names) > 1 and not any(d.field in names for d in disagreements):
+            values = tuple(f"{n}={changes[n]!r}" for n in set_names)
+            disagreements.append(Disagreement("+".join(set_names), Role.ANNOTATION, values))
+    if disagreements:
+        raise IncompatibleSpecs(disagreements)
+    return dataclasses.replace(first, **changes)
+
+
+def is_uniform(specs_by_layer: Mapping[str, KVCacheSpec]) -> bool:
+    """Whether all layers can share one group (UNIFORM-MERGE-1, UNIFORM-EMPTY-1).
+
+    Never raises for incompatibility (UNIFORM-NORAISE-1).
+
+    post: __return__ == (len(specs_by_layer) <= 1 or __return__)
+    """
+    if not specs_by_layer:
+        return True
+    try:
+        merge(list(specs_by_layer.values()))
+    except IncompatibleSpecs:
+        return False
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class KVCacheGroup:
+    """Layers sharing one block table, and their merged spec (GROUP-MERGED-1)."""
+
+    layer_names: tuple[str, ...]
+    spec: KVCacheSpec
+
+
+def _pads_instead_of_scaling(spec: KVCacheSpec) -> bool:
+    return isinstance(spec, MambaSpec)
+
+
+def _may_pad(spec: KVCacheSpec) -> bool:
+    mla = isinstance(spec, MLAAttentionSpec | SlidingWindowMLASpec)
+    return isinstance(spec, MambaSpec) or (isinstance(spec, AttentionSpec) and not mla)
+
+
+def unify_page_sizes(specs_by_layer: Mapping[str, KVCacheSpec]) -> dict[str, KVCacheSpec]:
+    """Give every layer the largest page size (GROUP-PAGE-1).
+
+    A smaller attention page whose size divides the largest grows its
+    ``block_size`` by the ratio; a Mamba page, or an attention page that does not
+    divide, is padded (``page_size_padded``), except MLA pages, which are indexed
+    in whole token rows and cannot be. Raises :class:`GroupingError` otherwise.
+    """
+    if not specs_by_layer:
+        return {}
+    target = max(s.page_size_bytes for s in specs_by_layer.values())
+    unified: dict[str, KVCacheSpec] = {}
+    for name, spec in specs_by_layer.items():
+        page = spec.page_size_bytes
+        if page == target:
+            unified[name] = spec
+        elif target % page == 0 and not _pads_instead_of_scaling(spec):
+            unified[name] = dataclasses.replace(spec, block_size=spec.block_size * (target // page))
+        elif _may_pad(spec):
+            unified[name] = dataclasses.replace(spec, page_size_padded=target)
+        else:
+            raise GroupingError(
+                f"layer {name!r}: page of {page} bytes neither divides the largest page "
+                f"({target} bytes) nor may be padded ({type(spec).__name__}) (GROUP-PAGE-1)"
+            )
+        if unified[name].page_size_bytes != target:
+            raise GroupingError(
+                f"layer {name!r}: could not bring its page to {target} bytes (GROUP-PAGE-1)"
+            )
+    return unified
+
+
+def group_layers(specs_by_layer: Mapping[str, KVCacheSpec]) -> list[KVCacheGroup]:
+    """Arrange layers into KV-cache groups (chapter GROUP).
+
+    All layers in one group when they are uniform; otherwise page sizes are
+    unified and each layer joins the first group it merges with, in layer order.
+    Every layer lands in exactly one group (GROUP-PARTITION-1); a group's spec is
+    the merge of its members (GROUP-MERGED-1), so its capabilities are their
+    union (GROUP-UNION-1); layers whose specs merge share a group (GROUP-SHARE-1).
+
+    post: sorted(n for g in __return__ for n in g.layer_names) == sorted(specs_by_layer)
+    """
+    if not specs_by_layer:
+        return []
+    if is_uniform(specs_by_layer):
+        return [KVCacheGroup(tuple(specs_by_layer), merge(list(specs_by_layer.values())))]
+    unified = unify_page_sizes(specs_by_layer)
+    buckets: list[tuple[list[str], list[KVCacheSpec]]] = []
+    for name, spec in unified.items():
+        for names, members in buckets:
+            try:
+                merge([*members, spec])
+            except IncompatibleSpecs:
+                continue
+            names.append(name)
+            members.append(spec)
+            break
+        else:
+            buckets.append(([name], [spec]))
+    return [KVCacheGroup(tuple(names), merge(members)) for names, members in buckets]

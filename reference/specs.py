@@ -1,0 +1,344 @@
+"""The spec kinds: per-layer descriptions of a KV cache (chapters ROLE and SPEC).
+
+Each kind is a frozen, plain dataclass whose fields carry their role in field
+metadata (:mod:`kvcontract.reference.roles`). Field names follow vLLM 0.34.0's
+``vllm/v1/kv_cache_interface.py`` where the concept is the same. Construction
+validates values (SPEC-VALID-1) and raises :class:`InvalidSpec` for bad ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from kvcontract.reference.dtypes import KVDtype, KVQuantMode, MambaType, SparseCacheRole
+from kvcontract.reference.roles import (
+    AnnotationRule,
+    allocation,
+    annotation,
+    capability,
+    layout,
+)
+
+
+class InvalidSpec(ValueError):
+    """A spec value that no cache can have: a non-positive size, a page padding
+    smaller than the page, or fields that exclude each other (SPEC-VALID-1)."""
+
+
+def round_up(value: int, multiple: int) -> int:
+    """The least multiple of ``multiple`` that is >= ``value``."""
+    return -(-value // multiple) * multiple
+
+
+def _require(condition: bool, spec: object, message: str) -> None:
+    if not condition:
+        raise InvalidSpec(f"{type(spec).__name__}: {message} (SPEC-VALID-1)")
+
+
+def _positive(spec: object, *names: str) -> None:
+    for name in names:
+        value = getattr(spec, name)
+        _require(value is None or value >= 1, spec, f"{name} must be >= 1, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KVCacheSpec:
+    """Base of every spec kind: the fields all caches share (ROLE-TABLE-1)."""
+
+    block_size: int = layout()
+    """Tokens per block; with the per-token bytes it sizes a page."""
+    dcp_sharded: bool = allocation(False)
+    """Whether decode-context parallelism shards token positions across ranks;
+    it changes blocks per request."""
+    block_stride_alignment: int | None = layout(None)
+    """Required byte alignment between physical blocks."""
+    is_draft: bool = annotation(False, AnnotationRule.ANY)
+    """Whether a draft (speculative) model owns the layer; a group holds draft
+    layers when any member does."""
+
+    mutually_exclusive: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """Groups of optional fields of which at most one may be set (SPEC-VALID-1)."""
+
+    def __post_init__(self) -> None:
+        _positive(self, "block_size", "block_stride_alignment")
+        for names in self.mutually_exclusive:
+            set_names = [n for n in names if getattr(self, n) is not None]
+            _require(len(set_names) <= 1, self, f"at most one of {', '.join(names)} may be set")
+
+    @property
+    def page_size_bytes(self) -> int:
+        """Bytes of one block of one layer (SPEC-PAGE-1)."""
+        raise NotImplementedError(f"{type(self).__name__} is not a concrete spec kind")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AttentionSpec(KVCacheSpec):
+    """Fields of every attention cache; not a kind of its own (SPEC-PAGE-1)."""
+
+    dcp_sharded: bool = allocation(True)
+    max_tp_shards: int | None = allocation(None)
+    """Distinct shards across tensor parallelism; ranks beyond hold replicas."""
+    num_kv_heads: int = layout()
+    head_size: int = layout()
+    dtype: KVDtype = layout()
+    head_size_v: int | None = layout(None)
+    """Value head size; None means equal to ``head_size``."""
+    kv_quant_mode: KVQuantMode = layout(KVQuantMode.NONE)
+    page_size_padded: int | None = layout(None)
+    """Physical page size when padded beyond the content."""
+    num_head_slots: int | None = layout(None)
+    """Head slots per page when packing differs from one slot per KV head."""
+    state_content_bytes: int | None = layout(None)
+    """Bytes per (head slot, state) cell when packed; None: dense K and V."""
+    kv_head_major_slots: bool = layout(False)
+    tokens_per_state: int = layout(1)
+    """Tokens compressed into one stored state."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.head_size_v is None:
+            object.__setattr__(self, "head_size_v", self.head_size)
+        _positive(
+            self, "max_tp_shards", "num_kv_heads", "head_size", "num_head_slots",
+            "state_content_bytes", "tokens_per_state",
+        )
+        _require(self.head_size_v is not None and self.head_size_v >= 0, self,
+                 f"head_size_v must be >= 0, got {self.head_size_v!r}")
+        if self.page_size_padded is not None:
+            _require(self.page_size_padded >= self.unpadded_page_size_bytes, self,
+                     f"page_size_padded {self.page_size_padded} is smaller than the "
+                     f"page content {self.unpadded_page_size_bytes}")
+
+    @property
+    def num_heads(self) -> int:
+        """Head slots of a page."""
+        return self.num_kv_heads if self.num_head_slots is None else self.num_head_slots
+
+    @property
+    def num_states(self) -> int:
+        """States stored per block."""
+        return self.block_size // self.tokens_per_state
+
+    @property
+    def state_content_size_bytes(self) -> int:
+        """Bytes per (head slot, state) cell."""
+        if self.state_content_bytes is not None:
+            return self.state_content_bytes
+        head_size_v = self.head_size if self.head_size_v is None else self.head_size_v
+        return (self.head_size + head_size_v) * self.dtype.itemsize
+
+    @property
+    def unpadded_page_size_bytes(self) -> int:
+        """Content bytes of a page: heads x states x cell bytes (SPEC-PAGE-1)."""
+        return self.num_heads * self.num_states * self.state_content_size_bytes
+
+    @property
+    def page_size_bytes(self) -> int:
+        """SPEC-PAGE-1: the padded page if padded, else the content."""
+        if self.page_size_padded is not None:
+            return self.page_size_padded
+        return self.unpadded_page_size_bytes
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FullAttentionSpec(AttentionSpec):
+    """Full (global) attention: blocks for every token (ROLE-TABLE-1)."""
+
+    sliding_window: int | None = annotation(None, AnnotationRule.COMMON)
+    """Mask window of a local layer allocated as full attention."""
+    attention_chunk_size: int | None = annotation(None, AnnotationRule.COMMON)
+    """Mask chunk of a chunked-local layer allocated as full attention."""
+    non_causal: bool = capability()
+    """The group serves non-causal (e.g. prefix-LM) attention."""
+
+    mutually_exclusive: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("sliding_window", "attention_chunk_size"),
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "sliding_window", "attention_chunk_size")
+
+
+def _apply_alignment(spec: MLAAttentionSpec | SlidingWindowMLASpec) -> None:
+    """SPEC-PAGE-2: an MLA page is padded up to a multiple of ``alignment``."""
+    if spec.alignment is None:
+        return
+    content = spec.unpadded_page_size_bytes
+    padded = round_up(content, spec.alignment)
+    if padded != content:
+        object.__setattr__(spec, "page_size_padded", padded)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MLAAttentionSpec(FullAttentionSpec):
+    """Multi-head latent attention: one latent vector per token (ROLE-TABLE-1)."""
+
+    head_size_v: int | None = layout(0)
+    cache_dtype_str: str | None = layout(None)
+    """The cache's storage format name (e.g. ``fp8_ds_mla``)."""
+    topk_buffer_width: int | None = layout(None)
+    """Width of the sparse top-k index buffer the group shares."""
+    alignment: int | None = layout(None)
+    """Byte multiple a page is padded to (SPEC-PAGE-2)."""
+    model_version: str | None = allocation(None)
+    """Model family tag; layers of different families keep separate groups."""
+    cache_role: SparseCacheRole = allocation(SparseCacheRole.SPARSE)
+    is_index_group_leader: bool = allocation(False)
+    non_causal_multi_token_decode: bool = capability()
+    """The group flattens a non-causal query block into decode rows (DSpark drafts)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "topk_buffer_width", "alignment")
+        _apply_alignment(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RSWASpec(FullAttentionSpec):
+    """Reference sliding window: the prompt stays, generated tokens slide."""
+
+    rswa_window: int = allocation()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "rswa_window")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SinkFullAttentionSpec(FullAttentionSpec):
+    """Full attention with static sink tokens held in reserved blocks."""
+
+    sink_len: int | None = allocation(None)
+    """Sink tokens; the group's block manager reserves blocks for them."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "sink_len")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SlidingWindowSpec(AttentionSpec):
+    """Sliding-window attention: blocks below the window are freed."""
+
+    sliding_window: int = allocation()
+    extra_retained_tokens: int = allocation(0)
+    """Tokens kept below the window for multi-module speculative decoding."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "sliding_window")
+        _require(self.extra_retained_tokens >= 0, self,
+                 f"extra_retained_tokens must be >= 0, got {self.extra_retained_tokens!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SlidingWindowMLASpec(SlidingWindowSpec):
+    """Sliding-window attention over an MLA latent cache."""
+
+    head_size_v: int | None = layout(0)
+    cache_dtype_str: str | None = layout(None)
+    alignment: int | None = layout(None)
+    model_version: str | None = allocation(None)
+    bounded_replay: bool = allocation(False)
+    """Prefix reuse replays a bounded window instead of caching it."""
+    non_causal_multi_token_decode: bool = capability()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "alignment")
+        _apply_alignment(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChunkedLocalAttentionSpec(AttentionSpec):
+    """Chunked local attention: a token sees its own chunk only."""
+
+    attention_chunk_size: int = allocation()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "attention_chunk_size")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CrossAttentionSpec(AttentionSpec):
+    """Decoder-to-encoder attention: the cache holds encoder states."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EncoderOnlyAttentionSpec(AttentionSpec):
+    """Encoder self-attention: described, but needs no cache memory."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MambaSpec(KVCacheSpec):
+    """State-space layer: one fixed-size state per request (SPEC-PAGE-3)."""
+
+    shapes: tuple[tuple[int, ...], ...] = layout()
+    dtypes: tuple[KVDtype, ...] = layout()
+    state_alignment: int = layout(1)
+    """Byte alignment of each state within a page."""
+    page_size_padded: int | None = layout(None)
+    mamba_type: MambaType = layout(MambaType.MAMBA2)
+    mamba_cache_mode: str = allocation("none")
+    num_speculative_blocks: int = allocation(0)
+    tp_replicated: bool = allocation(False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "state_alignment")
+        _require(len(self.shapes) == len(self.dtypes) and len(self.shapes) >= 1, self,
+                 f"shapes and dtypes must be non-empty and of equal length, got "
+                 f"{len(self.shapes)} and {len(self.dtypes)}")
+        _require(all(d >= 1 for shape in self.shapes for d in shape), self,
+                 f"state dimensions must be >= 1, got {self.shapes!r}")
+        _require(self.num_speculative_blocks >= 0, self,
+                 f"num_speculative_blocks must be >= 0, got {self.num_speculative_blocks!r}")
+        if self.page_size_padded is not None:
+            _require(self.page_size_padded >= self.unpadded_page_size_bytes, self,
+                     f"page_size_padded {self.page_size_padded} is smaller than the "
+                     f"page content {self.unpadded_page_size_bytes}")
+            _require(self.page_size_padded % self.state_alignment == 0, self,
+                     "page_size_padded must be a multiple of state_alignment")
+
+    @property
+    def unpadded_page_size_bytes(self) -> int:
+        """SPEC-PAGE-3: each state rounded up to ``state_alignment``, summed."""
+        total = 0
+        for shape, dtype in zip(self.shapes, self.dtypes, strict=True):
+            elements = 1
+            for dim in shape:
+                elements *= dim
+            total += round_up(elements * dtype.itemsize, self.state_alignment)
+        return total
+
+    @property
+    def page_size_bytes(self) -> int:
+        """SPEC-PAGE-3: the padded page if padded, else the content."""
+        if self.page_size_padded is not None:
+            return self.page_size_padded
+        return self.unpadded_page_size_bytes
+
+
+SPEC_KINDS: tuple[type[KVCacheSpec], ...] = (
+    FullAttentionSpec,
+    MLAAttentionSpec,
+    SlidingWindowSpec,
+    SlidingWindowMLASpec,
+    ChunkedLocalAttentionSpec,
+    RSWASpec,
+    SinkFullAttentionSpec,
+    CrossAttentionSpec,
+    EncoderOnlyAttentionSpec,
+    MambaSpec,
+)
+"""Every concrete spec kind, in catalogue order (ROLE-TABLE-1)."""
+
+KINDS_BY_NAME: dict[str, type[KVCacheSpec]] = {k.__name__: k for k in SPEC_KINDS}
+
+
+def spec_fields(kind: type[KVCacheSpec] | KVCacheSpec) -> tuple[dataclasses.Field[Any], ...]:
+    """The fields of a spec kind, in declaration order."""
+    return dataclasses.fields(kind)
