@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from kvcontract.reference.roles import AnnotationRule, Role, role_of, rule_of
 from kvcontract.reference.specs import (
     AttentionSpec,
+    InvalidSpec,
     KVCacheSpec,
     MambaSpec,
     MLAAttentionSpec,
@@ -84,6 +85,7 @@ def merge(specs: Sequence[S]) -> S:
     MERGE-KIND-1, MERGE-AGREE-1, MERGE-UNION-1, MERGE-ANNOTATION-1; raises
     :class:`IncompatibleSpecs` per ERROR-DETECT-1, ERROR-EMPTY-1, ERROR-KIND-1.
 
+    raises: IncompatibleSpecs
     post: type(__return__) is type(specs[0])
     post: __return__.page_size_bytes == specs[0].page_size_bytes
     post: __return__.block_size == specs[0].block_size
@@ -176,7 +178,11 @@ def unify_page_sizes(specs_by_layer: Mapping[str, KVCacheSpec]) -> dict[str, KVC
         elif target % page == 0 and not _pads_instead_of_scaling(spec):
             unified[name] = dataclasses.replace(spec, block_size=spec.block_size * (target // page))
         elif _may_pad(spec):
-            unified[name] = dataclasses.replace(spec, page_size_padded=target)
+            try:
+                unified[name] = dataclasses.replace(spec, page_size_padded=target)
+            except InvalidSpec as exc:
+                raise GroupingError(f"layer {name!r}: cannot pad its page to {target} "
+                                    f"bytes: {exc} (GROUP-PAGE-1)") from None
         else:
             raise GroupingError(
                 f"layer {name!r}: page of {page} bytes neither divides the largest page "

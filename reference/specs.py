@@ -42,6 +42,10 @@ def _positive(spec: object, *names: str) -> None:
         _require(value is None or value >= 1, spec, f"{name} must be >= 1, got {value!r}")
 
 
+def _is_base(cls: type) -> bool:
+    return cls.__name__ in ("KVCacheSpec", "AttentionSpec") and cls.__module__ == __name__
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class KVCacheSpec:
     """Base of every spec kind: the fields all caches share (ROLE-TABLE-1)."""
@@ -61,6 +65,8 @@ class KVCacheSpec:
     """Groups of optional fields of which at most one may be set (SPEC-VALID-1)."""
 
     def __post_init__(self) -> None:
+        _require(not _is_base(type(self)), self,
+                 "is an abstract base; construct one of the spec kinds")
         _positive(self, "block_size", "block_stride_alignment")
         for names in self.mutually_exclusive:
             set_names = [n for n in names if getattr(self, n) is not None]
