@@ -18,6 +18,7 @@ from collections.abc import Sequence
 # Verb modules, imported lazily so that a verb's heavy imports (torch, an
 # engine) never slow down or break the others.
 VERB_MODULES: tuple[str, ...] = (
+    "kvcontract.conformance.check_cli",
     "kvcontract.kernels.cli",
 )
 

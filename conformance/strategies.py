@@ -108,19 +108,38 @@ def field_domain(kind: type[KVCacheSpec], f: dataclasses.Field[Any]) -> Any:
     return FIELD_DOMAINS[f.name]
 
 
-def kinds() -> Any:
-    """Any concrete spec kind."""
-    return st.sampled_from(SPEC_KINDS)
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    """What an engine can represent: its kinds, and per kind the fields it lacks
+    (kept at their defaults). The default domain is the whole reference."""
+
+    kinds: tuple[type[KVCacheSpec], ...] = SPEC_KINDS
+    pinned: tuple[tuple[type[KVCacheSpec], frozenset[str]], ...] = ()
+
+    def pinned_fields(self, kind: type[KVCacheSpec]) -> frozenset[str]:
+        for k, names in self.pinned:
+            if k is kind:
+                return names
+        return frozenset()
+
+
+FULL_DOMAIN = Domain()
+
+
+def kinds(domain: Domain = FULL_DOMAIN) -> Any:
+    """Any concrete spec kind of the domain."""
+    return st.sampled_from(domain.kinds)
 
 
 @st.composite
-def specs(draw: Any, kind: type[KVCacheSpec] | None = None) -> KVCacheSpec:
-    """One valid spec of ``kind`` (any kind when None)."""
+def specs(draw: Any, kind: type[KVCacheSpec] | None = None, domain: Domain = FULL_DOMAIN) -> KVCacheSpec:
+    """One valid spec of ``kind`` (any kind of the domain when None)."""
     if kind is None:
-        kind = draw(kinds())
+        kind = draw(kinds(domain))
+    pinned = domain.pinned_fields(kind)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(kind):
-        if f.name == "dtypes":
+        if f.name == "dtypes" or f.name in pinned:
             continue
         values[f.name] = draw(field_domain(kind, f))
     if "shapes" in values:
@@ -142,18 +161,22 @@ def _free(f: dataclasses.Field[Any]) -> bool:
 
 @st.composite
 def compatible_specs(
-    draw: Any, kind: type[KVCacheSpec] | None = None, min_size: int = 1, max_size: int = 4
+    draw: Any, kind: type[KVCacheSpec] | None = None, min_size: int = 1, max_size: int = 4,
+    domain: Domain = FULL_DOMAIN,
 ) -> list[KVCacheSpec]:
     """Specs that merge: one base, with capabilities and annotations varied per member.
 
     A *common* annotation is either the base's value or None in each member.
     """
-    base = draw(specs(kind))
+    base = draw(specs(kind, domain))
+    pinned = domain.pinned_fields(type(base))
     size = draw(st.integers(min_size, max_size))
     members = []
     for _ in range(size):
         changes: dict[str, Any] = {}
         for f in dataclasses.fields(base):
+            if f.name in pinned:
+                continue
             if _free(f):
                 changes[f.name] = draw(st.booleans())
             elif role_of(f) is Role.ANNOTATION and getattr(base, f.name) is not None:
@@ -178,17 +201,19 @@ def disagreeing_fields(kind: type[KVCacheSpec]) -> tuple[str, ...]:
 
 @st.composite
 def near_misses(
-    draw: Any, kind: type[KVCacheSpec] | None = None, field_name: str | None = None
+    draw: Any, kind: type[KVCacheSpec] | None = None, field_name: str | None = None,
+    domain: Domain = FULL_DOMAIN,
 ) -> tuple[list[KVCacheSpec], str]:
     """A compatible list plus one member that differs in exactly one field that
     must agree; returns ``(specs, field_name)``. The odd member sits at a random
     position."""
     if kind is None:
-        kind = draw(kinds())
-    members = draw(compatible_specs(kind, min_size=1, max_size=3))
+        kind = draw(kinds(domain))
+    members = draw(compatible_specs(kind, min_size=1, max_size=3, domain=domain))
     base = members[0]
     if field_name is None:
-        field_name = draw(st.sampled_from(disagreeing_fields(kind)))
+        candidates = [n for n in disagreeing_fields(kind) if n not in domain.pinned_fields(kind)]
+        field_name = draw(st.sampled_from(candidates))
     f = next(f for f in dataclasses.fields(kind) if f.name == field_name)
     current = getattr(base, field_name)
     if field_name == "dtypes":
@@ -210,17 +235,21 @@ def near_misses(
 
 
 @st.composite
-def layer_tables(draw: Any, max_groups: int = 3, max_layers_per_kind: int = 4) -> dict[str, KVCacheSpec]:
+def layer_tables(
+    draw: Any, max_groups: int = 3, max_layers_per_kind: int = 4, domain: Domain = FULL_DOMAIN,
+) -> dict[str, KVCacheSpec]:
     """A model's layer table: several kinds at once, some layers of a kind
     differing only in capabilities (target + draft), in interleaved order."""
-    bases = draw(st.lists(specs(), min_size=1, max_size=max_groups))
+    bases = draw(st.lists(specs(domain=domain), min_size=1, max_size=max_groups))
     layers: list[tuple[str, KVCacheSpec]] = []
     for b, base in enumerate(bases):
         count = draw(st.integers(1, max_layers_per_kind))
         for i in range(count):
             spec = base
             if draw(st.booleans()):
-                changes = {f.name: draw(st.booleans()) for f in dataclasses.fields(base) if _free(f)}
+                pinned = domain.pinned_fields(type(base))
+                changes = {f.name: draw(st.booleans()) for f in dataclasses.fields(base)
+                           if _free(f) and f.name not in pinned}
                 spec = dataclasses.replace(base, **changes)
             layers.append((f"layers.{b}.{i}", spec))
     order = draw(st.permutations(layers))

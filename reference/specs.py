@@ -83,8 +83,9 @@ class AttentionSpec(KVCacheSpec):
     """Fields of every attention cache; not a kind of its own (SPEC-PAGE-1)."""
 
     dcp_sharded: bool = allocation(True)
-    max_tp_shards: int | None = allocation(None)
-    """Distinct shards across tensor parallelism; ranks beyond hold replicas."""
+    max_tp_shards: int | None = layout(None)
+    """Distinct shards of the page's heads across tensor parallelism; ranks
+    beyond hold replicas of the same bytes."""
     num_kv_heads: int = layout()
     head_size: int = layout()
     dtype: KVDtype = layout()
@@ -111,6 +112,7 @@ class AttentionSpec(KVCacheSpec):
         )
         _require(self.head_size_v is not None and self.head_size_v >= 0, self,
                  f"head_size_v must be >= 0, got {self.head_size_v!r}")
+        _apply_alignment(self)
         if self.page_size_padded is not None:
             _require(self.page_size_padded >= self.unpadded_page_size_bytes, self,
                      f"page_size_padded {self.page_size_padded} is smaller than the "
@@ -167,14 +169,16 @@ class FullAttentionSpec(AttentionSpec):
         _positive(self, "sliding_window", "attention_chunk_size")
 
 
-def _apply_alignment(spec: MLAAttentionSpec | SlidingWindowMLASpec) -> None:
-    """SPEC-PAGE-2: an MLA page is padded up to a multiple of ``alignment``."""
-    if spec.alignment is None:
+def _apply_alignment(spec: AttentionSpec) -> None:
+    """SPEC-PAGE-2: with ``alignment`` set (MLA kinds), ``page_size_padded`` is
+    derived: the content rounded up to the alignment, or None when aligned."""
+    alignment = getattr(spec, "alignment", None)
+    if alignment is None:
         return
+    _require(alignment >= 1, spec, f"alignment must be >= 1, got {alignment!r}")
     content = spec.unpadded_page_size_bytes
-    padded = round_up(content, spec.alignment)
-    if padded != content:
-        object.__setattr__(spec, "page_size_padded", padded)
+    padded = round_up(content, alignment)
+    object.__setattr__(spec, "page_size_padded", None if padded == content else padded)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -197,8 +201,7 @@ class MLAAttentionSpec(FullAttentionSpec):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _positive(self, "topk_buffer_width", "alignment")
-        _apply_alignment(self)
+        _positive(self, "topk_buffer_width")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -253,8 +256,7 @@ class SlidingWindowMLASpec(SlidingWindowSpec):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _positive(self, "alignment")
-        _apply_alignment(self)
+
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

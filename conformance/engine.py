@@ -1,0 +1,126 @@
+"""The engine protocol: what an adapter offers the conformance laws.
+
+Adapters are thin: they convert specs and call the engine's own operations.
+All judgement lives in :mod:`kvcontract.conformance.laws`. A third-party
+adapter is named on the command line as ``package.module:factory``, where
+``factory()`` returns an object satisfying :class:`Engine`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from kvcontract.reference import KVCacheSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineGroup:
+    """One group as an engine built it, converted back to reference specs.
+
+    ``spec`` is the group's merged spec; an engine that keeps one spec per
+    member instead (GROUP-MERGED-1) gives ``member_specs`` and ``spec=None``.
+    """
+
+    layer_names: tuple[str, ...]
+    spec: KVCacheSpec | None
+    member_specs: Mapping[str, KVCacheSpec] | None = None
+
+
+class EngineUnavailable(Exception):
+    """The engine cannot be loaded here (not installed, import failure)."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """An engine under test, reached through its adapter."""
+
+    name: str
+    version: str
+    error_type: type[BaseException]
+    """The exception type the engine's grouping callers catch (ERROR-TYPE-1)."""
+    supports_empty_merge: bool
+    """Whether the engine's merge can be called with no spec (ERROR-EMPTY-1)."""
+
+    def unsupported_kinds(self) -> Mapping[type[KVCacheSpec], str]:
+        """Reference kinds the engine lacks, with the reason (clauses skip them)."""
+        ...
+
+    def unsupported_fields(self, kind: type[KVCacheSpec]) -> Mapping[str, str]:
+        """Fields of ``kind`` the engine lacks; generated specs keep their defaults."""
+        ...
+
+    def to_engine(self, spec: KVCacheSpec) -> Any: ...
+
+    def from_engine(self, obj: Any) -> KVCacheSpec: ...
+
+    def merge(self, objs: Sequence[Any]) -> Any: ...
+
+    def is_uniform(self, objs_by_layer: Mapping[str, Any]) -> bool: ...
+
+    def group_layers(self, objs_by_layer: Mapping[str, Any]) -> list[EngineGroup]: ...
+
+    def page_size(self, obj: Any) -> int: ...
+
+    # Repro snippets: Python source that uses the engine's own classes.
+    def snippet_imports(self, kinds: Sequence[type[KVCacheSpec]]) -> list[str]: ...
+
+    def render_spec(self, spec: KVCacheSpec) -> str: ...
+
+    def render_merge(self, specs_expr: str) -> str: ...
+
+    def render_is_uniform(self, table_expr: str) -> str: ...
+
+    def render_group_layers(self, table_expr: str) -> str: ...
+
+    def render_group_pairs(self, groups_expr: str) -> str:
+        """Source turning the engine's groups into ``[(layer_names, spec), ...]``."""
+        ...
+
+
+BUILTIN_ENGINES: dict[str, str] = {
+    "reference": "kvcontract.conformance.reference_engine:ReferenceEngine",
+    "vllm": "kvcontract.conformance.vllm_engine:VllmEngine",
+}
+"""Engine name -> ``module:factory``. Mutant engines register themselves too."""
+
+
+class UnknownEngine(LookupError):
+    """No engine of that name."""
+
+
+def _load_factory(target: str) -> Callable[[], Engine]:
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise UnknownEngine(f"engine {target!r}: expected a builtin name or package.module:factory")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnknownEngine(f"engine {target!r}: cannot import {module_name}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise UnknownEngine(f"engine {target!r}: {module_name} has no {attr!r}")
+    return factory  # type: ignore[no-any-return]
+
+
+def engine_names() -> list[str]:
+    """Every engine name the kit knows (builtins and registered mutants)."""
+    return list(BUILTIN_ENGINES)
+
+
+def load_engine(name: str) -> Engine:
+    """The engine called ``name``: a builtin or ``package.module:factory``.
+
+    Raises :class:`UnknownEngine` for a name that is neither, and
+    :class:`EngineUnavailable` when the engine cannot be loaded here.
+    """
+    target = BUILTIN_ENGINES.get(name, name)
+    if ":" not in target:
+        known = ", ".join(engine_names())
+        raise UnknownEngine(f"unknown engine {name!r}; known: {known}, or package.module:factory")
+    engine = _load_factory(target)()
+    if not isinstance(engine, Engine):
+        raise UnknownEngine(f"engine {name!r}: {target} did not return an Engine")
+    return engine

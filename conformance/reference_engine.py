@@ -1,0 +1,65 @@
+"""The reference model as an engine: it must pass every clause (the suite's self-check)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import kvcontract
+from kvcontract import reference
+from kvcontract.conformance.codec import render_call
+from kvcontract.conformance.engine import EngineGroup
+from kvcontract.reference import KVCacheSpec
+
+
+class ReferenceEngine:
+    """``kvcontract.reference`` behind the engine protocol."""
+
+    name = "reference"
+    version = kvcontract.__version__
+    error_type: type[BaseException] = AssertionError
+    supports_empty_merge = True
+
+    def unsupported_kinds(self) -> Mapping[type[KVCacheSpec], str]:
+        return {}
+
+    def unsupported_fields(self, kind: type[KVCacheSpec]) -> Mapping[str, str]:
+        return {}
+
+    def to_engine(self, spec: KVCacheSpec) -> Any:
+        return spec
+
+    def from_engine(self, obj: Any) -> KVCacheSpec:
+        return obj  # type: ignore[no-any-return]
+
+    def merge(self, objs: Sequence[Any]) -> Any:
+        return reference.merge(list(objs))
+
+    def is_uniform(self, objs_by_layer: Mapping[str, Any]) -> bool:
+        return reference.is_uniform(objs_by_layer)
+
+    def group_layers(self, objs_by_layer: Mapping[str, Any]) -> list[EngineGroup]:
+        return [EngineGroup(g.layer_names, g.spec) for g in reference.group_layers(objs_by_layer)]
+
+    def page_size(self, obj: Any) -> int:
+        return obj.page_size_bytes  # type: ignore[no-any-return]
+
+    def snippet_imports(self, kinds: Sequence[type[KVCacheSpec]]) -> list[str]:
+        names = sorted({k.__name__ for k in kinds} | {"KVDtype", "merge", "is_uniform", "group_layers"})
+        return [f"from kvcontract.reference import {', '.join(names)}",
+                "from kvcontract.reference.dtypes import KVQuantMode, MambaType, SparseCacheRole"]
+
+    def render_spec(self, spec: KVCacheSpec) -> str:
+        return render_call(type(spec).__name__, spec, lambda _name, value: repr(value))
+
+    def render_merge(self, specs_expr: str) -> str:
+        return f"merge({specs_expr})"
+
+    def render_is_uniform(self, table_expr: str) -> str:
+        return f"is_uniform({table_expr})"
+
+    def render_group_layers(self, table_expr: str) -> str:
+        return f"group_layers({table_expr})"
+
+    def render_group_pairs(self, groups_expr: str) -> str:
+        return f"[(tuple(g.layer_names), g.spec) for g in {groups_expr}]"

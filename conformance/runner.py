@@ -1,0 +1,225 @@
+"""Runs the laws against an engine, in this interpreter and under ``python -O``.
+
+The ``-O`` pass is one subprocess per run (``python -O -m
+kvcontract.conformance.runner``), with a time limit; if it hangs or dies, its
+clauses are reported as ``error``. Results of both passes merge into one
+:class:`~kvcontract.conformance.report.Report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+
+import kvcontract
+from kvcontract.conformance.engine import Engine, load_engine
+from kvcontract.conformance.laws import DERIVED, LAWS, Example, Law, Violation, domain_of, render_snippet
+from kvcontract.conformance.report import Record, Report, summarize
+from kvcontract.conformance.xfails import Expectations, load_xfails
+from kvcontract.spec import clause as catalogue_clause
+
+PROFILES: dict[str, int] = {"quick": 25, "default": 100, "thorough": 1000}
+"""Profile -> hypothesis examples per law."""
+OPTIMIZED_TIMEOUT_S = 600.0
+
+Progress = Callable[[str], None]
+
+
+def _mode_name() -> str:
+    return "optimized" if sys.flags.optimize else "normal"
+
+
+def _run_witness(engine: Engine, law: Law, witness: dict[str, Any]) -> Violation | None:
+    example = Example.from_json(witness)
+    try:
+        law.check(engine, example)
+    except Violation as violation:
+        violation.example = example  # type: ignore[attr-defined]
+        return violation
+    return None
+
+
+def _search(engine: Engine, law: Law, examples: int, seed_value: int) -> tuple[int, Example | None, Violation | None]:
+    state: dict[str, Any] = {"count": 0, "last": None}
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+              report_multiple_bugs=False, print_blob=False,
+              phases=(Phase.explicit, Phase.generate, Phase.shrink))
+    @seed(seed_value)
+    @given(law.strategy(domain_of(engine)))
+    def probe(example: Example) -> None:
+        state["count"] += 1
+        state["last"] = example
+        law.check(engine, example)
+
+    try:
+        probe()
+    except Violation as violation:
+        return state["count"], state["last"], violation
+    return state["count"], None, None
+
+
+def run_law(engine: Engine, law: Law, profile: str, seed_value: int,
+            expectations: Expectations | None) -> Record:
+    """One clause in this interpreter: skip, witness replay (xfail/xpass) or search."""
+    mode = _mode_name()
+    start = time.perf_counter()
+    base = {"clause": law.clause, "title": law.title, "level": law.level, "mode": mode}
+    skip = law.requires(engine)
+    if skip:
+        return Record(**base, status="skip", message=skip)
+    expected = expectations.get(law.clause, mode) if expectations else None
+    optimized = bool(sys.flags.optimize)
+    try:
+        if expected is not None:
+            violation = _run_witness(engine, law, expected.witness)
+            seconds = time.perf_counter() - start
+            if violation is None:
+                return Record(**base, status="xpass", examples=1, seconds=seconds, witness=expected.witness,
+                              message=f"expected to fail ({expected.reason}) but the witness passes")
+            return Record(**base, status="xfail", examples=1, seconds=seconds, witness=expected.witness,
+                          message=f"{expected.reason} [witness: {violation.message}]",
+                          snippet=render_snippet(engine, law, violation.example, violation, optimized))  # type: ignore[attr-defined]
+        count, example, violation = _search(engine, law, PROFILES[profile], seed_value)
+    except Exception as exc:  # noqa: BLE001 - a broken adapter or strategy is an error, not a finding
+        return Record(**base, status="error", seconds=time.perf_counter() - start,
+                      message=f"{type(exc).__name__}: {exc}")
+    seconds = time.perf_counter() - start
+    if violation is None or example is None:
+        return Record(**base, status="pass", examples=count, seconds=seconds)
+    return Record(**base, status="fail", examples=count, seconds=seconds, message=violation.message,
+                  snippet=render_snippet(engine, law, example, violation, optimized),
+                  witness=example.to_json())
+
+
+def run_mode(engine: Engine, profile: str, seed_value: int, expectations: Expectations | None,
+             progress: Progress | None = None, clauses: Sequence[str] | None = None) -> list[Record]:
+    """Every law in this interpreter, in SPEC.md order."""
+    laws = [law for law in LAWS if clauses is None or law.clause in clauses]
+    records = []
+    for index, law in enumerate(laws, 1):
+        if progress:
+            progress(f"[{_mode_name()} {index}/{len(laws)}] {law.clause} ...")
+        record = run_law(engine, law, profile, seed_value, expectations)
+        if progress:
+            progress(f"[{_mode_name()} {index}/{len(laws)}] {law.clause} {record.status} "
+                     f"({record.examples} examples, {record.seconds:.2f}s)")
+        records.append(record)
+    return records
+
+
+def _optimized_pass(engine_name: str, profile: str, seed_value: int, xfails: str | None,
+                    clauses: Sequence[str] | None, timeout: float, progress: Progress | None) -> list[Record]:
+    with tempfile.TemporaryDirectory(prefix="kvcontract-") as tmp:
+        out = Path(tmp) / "optimized.json"
+        cmd = [sys.executable, "-O", "-m", "kvcontract.conformance.runner", "--engine", engine_name,
+               "--profile", profile, "--seed", str(seed_value), "--out", str(out)]
+        if xfails:
+            cmd += ["--xfails", xfails]
+        if clauses:
+            cmd += ["--clauses", ",".join(clauses)]
+        env = dict(os.environ, PYTHONOPTIMIZE="1")
+        problem = None
+        try:
+            proc = subprocess.run(cmd, env=env, timeout=timeout, stdout=subprocess.PIPE,
+                                  stderr=None if progress else subprocess.PIPE, text=True)
+            if proc.returncode != 0 or not out.exists():
+                tail = (proc.stderr or "").strip().splitlines()[-3:]
+                problem = f"python -O pass exited with {proc.returncode}: {' | '.join(tail)}"
+        except subprocess.TimeoutExpired:
+            problem = f"python -O pass did not finish within {timeout:.0f}s"
+        if problem is None:
+            return [Record.model_validate(r) for r in json.loads(out.read_text())]
+    laws = [law for law in LAWS if clauses is None or law.clause in clauses]
+    return [Record(clause=law.clause, title=law.title, level=law.level, mode="optimized",
+                   status="error", message=problem) for law in laws]
+
+
+def _derived(records: list[Record]) -> list[Record]:
+    out = []
+    for clause_id, sources in DERIVED.items():
+        c = catalogue_clause(clause_id)
+        by_key = {(r.clause, r.mode): r for r in records}
+        for mode in ("normal", "optimized"):
+            if not any((s, mode) in by_key for s in sources):
+                continue
+            broken = []
+            for source in sources:
+                normal, optimized = by_key.get((source, "normal")), by_key.get((source, mode))
+                if mode == "optimized" and normal and optimized and optimized.status in ("fail", "xfail") \
+                        and normal.status in ("pass", "skip"):
+                    broken.append(optimized)
+            status = "pass"
+            message = f"holds wherever {', '.join(sources)} hold normally"
+            snippet = ""
+            if broken:
+                status = "xfail" if all(b.status == "xfail" for b in broken) else "fail"
+                message = ("hold normally but fail under python -O: "
+                           + ", ".join(b.clause for b in broken) + f" ({broken[0].message})")
+                snippet = broken[0].snippet
+            out.append(Record(clause=clause_id, title=c.title, level=c.level, mode=mode,  # type: ignore[arg-type]
+                              status=status, message=message, snippet=snippet,
+                              witness=broken[0].witness if broken else None))
+    return out
+
+
+def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0,
+              optimize: str = "both", xfails: str | None = None, clauses: Sequence[str] | None = None,
+              progress: Progress | None = None, timeout: float = OPTIMIZED_TIMEOUT_S) -> Report:
+    """The main job: every clause against ``engine_name``, per ``optimize`` mode."""
+    start = time.perf_counter()
+    engine = load_engine(engine_name)
+    expectations = load_xfails(xfails) if xfails else None
+    records: list[Record] = []
+    modes: list[Any] = []
+    if optimize in ("off", "both"):
+        if sys.flags.optimize:
+            raise RuntimeError("--optimize off/both needs a normal interpreter (this one runs with -O)")
+        modes.append("normal")
+        records += run_mode(engine, profile, seed_value, expectations, progress, clauses)
+    if optimize in ("on", "both"):
+        modes.append("optimized")
+        records += _optimized_pass(engine_name, profile, seed_value, xfails, clauses, timeout, progress)
+    records += _derived(records)
+    order = {law.clause: i for i, law in enumerate(LAWS)}
+    records.sort(key=lambda r: (order.get(r.clause, len(order)), r.mode))
+    return Report(kvcontract_version=kvcontract.__version__, engine=engine.name, engine_version=engine.version,
+                  profile=profile, seed=seed_value, modes=modes,
+                  expectations=expectations.path if expectations else None,
+                  records=records, summary=summarize(records, time.perf_counter() - start))
+
+
+def _worker(argv: Sequence[str] | None = None) -> int:
+    """The ``python -O`` pass: run every law here and write the records as JSON."""
+    parser = argparse.ArgumentParser(prog="kvcontract.conformance.runner")
+    parser.add_argument("--engine", required=True)
+    parser.add_argument("--profile", default="default", choices=sorted(PROFILES))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--xfails")
+    parser.add_argument("--clauses")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    engine = load_engine(args.engine)
+    expectations = load_xfails(args.xfails) if args.xfails else None
+    clauses = args.clauses.split(",") if args.clauses else None
+    records = run_mode(engine, args.profile, args.seed, expectations,
+                       lambda line: print(line, file=sys.stderr, flush=True), clauses)
+    from kvcontract.conformance.report import write_atomic
+
+    write_atomic(args.out, json.dumps([r.model_dump() for r in records]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker())

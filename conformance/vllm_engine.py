@@ -1,0 +1,237 @@
+"""The installed vLLM behind the engine protocol (version-aware).
+
+Reference kinds map to vLLM's classes of the same name in
+``vllm.v1.kv_cache_interface``; fields map by name. A kind or field that the
+installed release lacks is reported by :meth:`unsupported_kinds` /
+:meth:`unsupported_fields`, so clauses skip or keep it at its default, never
+crash. Grouping comes from ``vllm.v1.core.kv_cache_planning`` (0.34.0) or
+``vllm.v1.core.kv_cache_utils`` (older releases).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import os
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from kvcontract.conformance.codec import render_call
+from kvcontract.conformance.engine import EngineGroup, EngineUnavailable
+from kvcontract.reference import (
+    KINDS_BY_NAME,
+    SPEC_KINDS,
+    KVCacheSpec,
+    KVDtype,
+    KVQuantMode,
+    MambaType,
+    SparseCacheRole,
+)
+
+PLANNING_MODULES = ("vllm.v1.core.kv_cache_planning", "vllm.v1.core.kv_cache_utils")
+
+
+ENGINE_ENUMS: dict[str, type[enum.Enum]] = {
+    "KVQuantMode": KVQuantMode,
+    "SparseCacheRole": SparseCacheRole,
+    "MambaAttentionBackendEnum": MambaType,
+}
+"""vLLM enum class name -> reference enum with the same member names."""
+
+
+class UnmappableResult(TypeError):
+    """vLLM returned an object with no reference counterpart."""
+
+
+class VllmEngine:
+    """vLLM's ``kv_cache_interface`` specs, merge, uniformity check and grouping."""
+
+    name = "vllm"
+    error_type: type[BaseException] = AssertionError
+    supports_empty_merge = False  # merge is a classmethod reached through specs[0]
+
+    def __init__(self) -> None:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        try:
+            import torch
+            import vllm
+            self.interface = importlib.import_module("vllm.v1.kv_cache_interface")
+        except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
+            raise EngineUnavailable(f"vllm is not importable here: {type(exc).__name__}: {exc}") from None
+        self.torch = torch
+        self.version = str(getattr(vllm, "__version__", "unknown"))
+        self.planning = None
+        for module in PLANNING_MODULES:
+            try:
+                candidate = importlib.import_module(module)
+            except ImportError:
+                continue
+            if hasattr(candidate, "is_kv_cache_spec_uniform"):
+                self.planning = candidate
+                break
+        self.planning_module = getattr(self.planning, "__name__", None)
+
+    # -- capabilities -------------------------------------------------------
+    def engine_class(self, kind: type[KVCacheSpec]) -> type | None:
+        cls = getattr(self.interface, kind.__name__, None)
+        return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+
+    def unsupported_kinds(self) -> Mapping[type[KVCacheSpec], str]:
+        return {k: f"vllm {self.version} has no {k.__name__}" for k in SPEC_KINDS
+                if self.engine_class(k) is None}
+
+    def unsupported_fields(self, kind: type[KVCacheSpec]) -> Mapping[str, str]:
+        cls = self.engine_class(kind)
+        if cls is None:
+            return {}
+        have = {f.name for f in dataclasses.fields(cls)}
+        missing = {f.name: f"vllm {self.version}'s {kind.__name__} has no field {f.name}"
+                   for f in dataclasses.fields(kind) if f.name not in have}
+        if "kv_quant_mode" in have and not hasattr(self.interface, "KVQuantMode"):
+            missing["kv_quant_mode"] = f"vllm {self.version} has no KVQuantMode"
+        return missing
+
+    # -- conversion ---------------------------------------------------------
+    def _to_value(self, value: Any) -> Any:
+        if isinstance(value, KVDtype):
+            return getattr(self.torch, value.type_name)
+        if isinstance(value, KVQuantMode):
+            return self.interface.KVQuantMode[value.name]
+        if isinstance(value, SparseCacheRole):
+            return self.interface.SparseCacheRole(value.value)
+        if isinstance(value, MambaType):
+            registry = importlib.import_module("vllm.v1.attention.backends.registry")
+            return registry.MambaAttentionBackendEnum[value.name]
+        if isinstance(value, tuple):
+            return tuple(self._to_value(v) for v in value)
+        return value
+
+    def _from_value(self, reference_default: Any, value: Any) -> Any:
+        if isinstance(value, self.torch.dtype):
+            return KVDtype.from_name(str(value).removeprefix("torch."))
+        if isinstance(value, enum.Enum):
+            ref_enum = ENGINE_ENUMS.get(type(value).__name__)
+            return value if ref_enum is None else ref_enum[value.name]
+        if isinstance(value, tuple | list):
+            return tuple(self._from_value(None, v) for v in value)
+        return value
+
+    def to_engine(self, spec: KVCacheSpec) -> Any:
+        cls = self.engine_class(type(spec))
+        if cls is None:
+            raise UnmappableResult(f"vllm {self.version} has no {type(spec).__name__}")
+        have = {f.name for f in dataclasses.fields(cls) if f.init}
+        kwargs = {f.name: self._to_value(getattr(spec, f.name))
+                  for f in dataclasses.fields(spec) if f.name in have}
+        return cls(**kwargs)
+
+    def from_engine(self, obj: Any) -> KVCacheSpec:
+        kind = KINDS_BY_NAME.get(type(obj).__name__)
+        if kind is None:
+            raise UnmappableResult(f"vllm returned a {type(obj).__name__}, not a reference kind")
+        values = {}
+        for f in dataclasses.fields(kind):
+            if hasattr(obj, f.name):
+                values[f.name] = self._from_value(f.default, getattr(obj, f.name))
+        spec = kind(**values)
+        # MLA pages: vLLM stores the alignment padding it derived; so does the model.
+        if getattr(obj, "page_size_padded", None) != getattr(spec, "page_size_padded", None):
+            object.__setattr__(spec, "page_size_padded", getattr(obj, "page_size_padded", None))
+        return spec
+
+    # -- operations ---------------------------------------------------------
+    def merge(self, objs: Sequence[Any]) -> Any:
+        objs = list(objs)
+        return objs[0].merge(objs)
+
+    def _require_planning(self) -> Any:
+        if self.planning is None:
+            raise EngineUnavailable(f"vllm {self.version}: no module of {PLANNING_MODULES} "
+                                    "has is_kv_cache_spec_uniform")
+        return self.planning
+
+    def is_uniform(self, objs_by_layer: Mapping[str, Any]) -> bool:
+        return bool(self._require_planning().is_kv_cache_spec_uniform(dict(objs_by_layer)))
+
+    def grouping_config(self) -> Any:
+        """The part of a VllmConfig that default grouping reads: hybrid manager on,
+        no HiSparse, a layer-outermost cache layout."""
+        layout_module = importlib.import_module("vllm.v1.kv_cache_layout")
+        layout = next(m for m in layout_module.KVCacheLayout if not m.is_block_outermost)
+        return SimpleNamespace(
+            scheduler_config=SimpleNamespace(disable_hybrid_kv_cache_manager=False),
+            attention_config=None,
+            cache_config=SimpleNamespace(get_resolved_kv_cache_layout=lambda: layout),
+        )
+
+    def group_layers(self, objs_by_layer: Mapping[str, Any]) -> list[EngineGroup]:
+        planning = self._require_planning()
+        groups = planning.get_kv_cache_groups(self.grouping_config(), dict(objs_by_layer))
+        out = []
+        for g in groups:
+            spec = g.kv_cache_spec
+            if type(spec).__name__ == "UniformTypeKVCacheSpecs":
+                members = {n: self.from_engine(s) for n, s in spec.kv_cache_specs.items()}
+                out.append(EngineGroup(tuple(g.layer_names), None, members))
+            else:
+                out.append(EngineGroup(tuple(g.layer_names), self.from_engine(spec)))
+        return out
+
+    def page_size(self, obj: Any) -> int:
+        return int(obj.page_size_bytes)
+
+    # -- snippets -----------------------------------------------------------
+    def snippet_imports(self, kinds: Sequence[type[KVCacheSpec]]) -> list[str]:
+        names = sorted({k.__name__ for k in kinds})
+        lines = ["import os", 'os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")',
+                 "import torch",
+                 f"from vllm.v1.kv_cache_interface import {', '.join(names)}"]
+        if any(k.__name__ in ("MLAAttentionSpec",) for k in kinds):
+            lines.append("from vllm.v1.kv_cache_interface import SparseCacheRole")
+        lines.append("from vllm.v1.kv_cache_interface import KVQuantMode")
+        if any(k.__name__ == "MambaSpec" for k in kinds):
+            lines.append("from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum")
+        if self.planning_module:
+            lines.append(f"from {self.planning_module} import is_kv_cache_spec_uniform, get_kv_cache_groups")
+        return lines
+
+    def _render_value(self, _name: str, value: Any) -> str:
+        if isinstance(value, KVDtype):
+            return f"torch.{value.type_name}"
+        if isinstance(value, KVQuantMode):
+            return f"KVQuantMode.{value.name}"
+        if isinstance(value, SparseCacheRole):
+            return f"SparseCacheRole.{value.name}"
+        if isinstance(value, MambaType):
+            return f"MambaAttentionBackendEnum.{value.name}"
+        if isinstance(value, tuple):
+            inner = ", ".join(self._render_value(_name, v) for v in value)
+            return f"({inner},)" if len(value) == 1 else f"({inner})"
+        return repr(value)
+
+    def render_spec(self, spec: KVCacheSpec) -> str:
+        cls = self.engine_class(type(spec))
+        have = frozenset(f.name for f in dataclasses.fields(cls)) if cls else frozenset()
+        skip = frozenset(f.name for f in dataclasses.fields(spec) if f.name not in have)
+        skip |= {"page_size_padded"} if getattr(spec, "alignment", None) else frozenset()
+        return render_call(type(spec).__name__, spec, self._render_value, skip)
+
+    def render_merge(self, specs_expr: str) -> str:
+        return f"{specs_expr}[0].merge({specs_expr})"
+
+    def render_is_uniform(self, table_expr: str) -> str:
+        return f"is_kv_cache_spec_uniform(dict({table_expr}))"
+
+    def render_group_layers(self, table_expr: str) -> str:
+        return (
+            "get_kv_cache_groups(__import__('types').SimpleNamespace("
+            "scheduler_config=__import__('types').SimpleNamespace(disable_hybrid_kv_cache_manager=False), "
+            "attention_config=None, cache_config=__import__('types').SimpleNamespace("
+            "get_resolved_kv_cache_layout=lambda: __import__('vllm.v1.kv_cache_layout', "
+            f"fromlist=['x']).KVCacheLayout.LBHNC)), dict({table_expr}))"
+        )
+
+    def render_group_pairs(self, groups_expr: str) -> str:
+        return f"[(tuple(g.layer_names), g.kv_cache_spec) for g in {groups_expr}]"
