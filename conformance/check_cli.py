@@ -6,7 +6,12 @@ import argparse
 import sys
 from typing import Any
 
-from kvcontract.conformance.engine import BUILTIN_ENGINES, EngineUnavailable, UnknownEngine, load_engine
+from kvcontract.conformance.engine import (
+    BUILTIN_ENGINES,
+    EngineUnavailable,
+    UnknownEngine,
+    load_engine,
+)
 from kvcontract.conformance.report import render_table, write_json, write_junit
 from kvcontract.conformance.runner import PROFILES, run_check
 from kvcontract.conformance.xfails import XfailsError, default_xfails, load_xfails

@@ -55,4 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main, so that verbs raise the same UsageError class.
+    from kvcontract.conformance.cli import main as _main
+
+    sys.exit(_main())

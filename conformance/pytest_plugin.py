@@ -1,11 +1,94 @@
-"""pytest plugin: ``pytest --kvcontract-engine NAME`` runs the conformance laws."""
+"""pytest plugin: ``pytest --kvcontract-engine NAME`` runs the conformance laws.
+
+One test per clause, in this interpreter (run ``python -O -m pytest`` for the
+optimized mode). Known failures from the engine release's bundled
+expectations file (or ``--kvcontract-xfails FILE``) become xfails decided by
+their pinned witness. Options: ``--kvcontract-profile``, ``--kvcontract-seed``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 
 def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("kvcontract")
     group.addoption("--kvcontract-engine", default=None, metavar="NAME",
                     help="run the kvcontract conformance laws against this engine")
+    group.addoption("--kvcontract-profile", default="quick", choices=("quick", "default", "thorough"))
+    group.addoption("--kvcontract-seed", type=int, default=0)
+    group.addoption("--kvcontract-xfails", default=None, metavar="FILE")
+
+
+class ClauseItem(pytest.Item):
+    def __init__(self, *, law: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.law = law
+
+    def runtest(self) -> None:
+        from kvcontract.conformance.runner import run_law
+
+        state = self.config._kvcontract  # type: ignore[attr-defined]
+        record = run_law(state["engine"], self.law, state["profile"], state["seed"], state["xfails"])
+        self.user_properties.append(("kvcontract_status", record.status))
+        if record.status == "skip":
+            pytest.skip(record.message)
+        if record.status == "xfail":
+            pytest.xfail(record.message)
+        if record.status in ("fail", "xpass", "error"):
+            raise ClauseFailure(record)
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+        if isinstance(excinfo.value, ClauseFailure):
+            r = excinfo.value.record
+            return f"{r.status.upper()} {r.clause}: {r.message}\n\n{r.snippet}"
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[str, int, str]:
+        return "kvcontract", 0, f"{self.law.clause}: {self.law.title}"
+
+
+class ClauseFailure(Exception):
+    def __init__(self, record: Any) -> None:
+        super().__init__(record.message)
+        self.record = record
+
+
+class ConformanceCollector(pytest.Collector):
+    def collect(self) -> list[pytest.Item]:
+        from kvcontract.conformance.laws import LAWS
+
+        return [ClauseItem.from_parent(self, name=law.clause, law=law) for law in LAWS]
+
+
+def pytest_configure(config: Any) -> None:
+    name = config.getoption("--kvcontract-engine")
+    if not name:
+        return
+    from kvcontract.conformance.engine import load_engine
+    from kvcontract.conformance.xfails import default_xfails, load_xfails
+
+    engine = load_engine(name)
+    path = config.getoption("--kvcontract-xfails") or default_xfails(engine.name, engine.version)
+    config._kvcontract = {  # type: ignore[attr-defined]
+        "engine": engine,
+        "profile": config.getoption("--kvcontract-profile"),
+        "seed": config.getoption("--kvcontract-seed"),
+        "xfails": load_xfails(path) if path else None,
+    }
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
+    if not getattr(config, "_kvcontract", None):
+        return
+    engine = config._kvcontract["engine"]
+    collector = ConformanceCollector.from_parent(session, name=f"kvcontract[{engine.name}]")
+    items[:] = list(collector.collect())
+
+
+def pytest_ignore_collect(collection_path: Any, config: Any) -> bool | None:
+    # With --kvcontract-engine the run is the conformance laws, not the files around.
+    return True if config.getoption("--kvcontract-engine") else None

@@ -19,11 +19,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
-
 import kvcontract
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from kvcontract.conformance.engine import Engine, load_engine
-from kvcontract.conformance.laws import DERIVED, LAWS, Example, Law, Violation, domain_of, render_snippet
+from kvcontract.conformance.laws import (
+    DERIVED,
+    LAWS,
+    Example,
+    Law,
+    Violation,
+    domain_of,
+    render_snippet,
+)
 from kvcontract.conformance.report import Record, Report, summarize
 from kvcontract.conformance.xfails import Expectations, load_xfails
 from kvcontract.spec import clause as catalogue_clause

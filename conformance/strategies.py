@@ -20,7 +20,6 @@ from typing import Any
 
 from hypothesis import assume
 from hypothesis import strategies as st
-
 from kvcontract.reference import (
     SPEC_KINDS,
     AnnotationRule,

@@ -119,8 +119,8 @@ def merge(specs: Sequence[S]) -> S:
     for names in first.mutually_exclusive:
         set_names = tuple(n for n in names if changes.get(n, getattr(first, n)) is not None)
         if len(set_names) > 1 and not any(d.field in names for d in disagreements):
-            values = tuple(f"{n}={changes[n]!r}" for n in set_names)
-            disagreements.append(Disagreement("+".join(set_names), Role.ANNOTATION, values))
+            pairs = tuple(f"{n}={changes[n]!r}" for n in set_names)
+            disagreements.append(Disagreement("+".join(set_names), Role.ANNOTATION, pairs))
     if disagreements:
         raise IncompatibleSpecs(disagreements)
     return dataclasses.replace(first, **changes)

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import pydantic
-
 from kvcontract.reference.dtypes import KVDtype
 from kvcontract.reference.specs import SPEC_KINDS, InvalidSpec, KVCacheSpec
 
@@ -75,35 +74,35 @@ def _to_reference(tp: Any, value: Any) -> Any:
 
 
 @cache
-def _entry_model(kind: type[KVCacheSpec]) -> type[pydantic.BaseModel]:
+def _entry_model(kind: type[KVCacheSpec]) -> Any:
     hints = typing.get_type_hints(kind)
     field_defs: dict[str, Any] = {"kind": (Literal[kind.__name__], ...)}
     for f in dataclasses.fields(kind):
         required = f.default is dataclasses.MISSING
         field_defs[f.name] = (_boundary_type(hints[f.name]), ... if required else f.default)
 
-    def build(self: pydantic.BaseModel) -> KVCacheSpec:
+    def build(self: Any) -> KVCacheSpec:
         values = {
             f.name: _to_reference(hints[f.name], getattr(self, f.name))
             for f in dataclasses.fields(kind)
         }
         return kind(**values)
 
-    def check(self: pydantic.BaseModel) -> pydantic.BaseModel:
+    def check(self: Any) -> Any:
         try:
             build(self)
         except InvalidSpec as exc:
             raise ValueError(str(exc)) from None
         return self
 
-    model = pydantic.create_model(  # type: ignore[call-overload]
+    model: Any = pydantic.create_model(
         f"{kind.__name__}Entry",
         __config__=pydantic.ConfigDict(extra="forbid", frozen=True),
-        __validators__={"check": pydantic.model_validator(mode="after")(check)},
+        __validators__={"check": pydantic.model_validator(mode="after")(check)},  # type: ignore[dict-item]
         **field_defs,
     )
     model.to_spec = build
-    return model  # type: ignore[no-any-return]
+    return model
 
 
 def _spec_union() -> Any:
@@ -124,19 +123,19 @@ def expand_names(pattern: str) -> list[str]:
 
 
 @cache
-def _table_model() -> type[pydantic.BaseModel]:
-    entry = pydantic.create_model(  # type: ignore[call-overload]
+def _table_model() -> Any:
+    entry: Any = pydantic.create_model(
         "LayerEntry",
         __config__=pydantic.ConfigDict(extra="forbid"),
         names=(list[str], pydantic.Field(min_length=1)),
         spec=(_spec_union(), ...),
     )
-    return pydantic.create_model(  # type: ignore[call-overload, no-any-return]
+    return pydantic.create_model(
         "LayerTable",
         __config__=pydantic.ConfigDict(extra="forbid"),
         model=(str, ...),
         description=(str, ""),
-        layers=(list[entry], pydantic.Field(min_length=1)),  # type: ignore[valid-type]
+        layers=(list[entry], pydantic.Field(min_length=1)),
     )
 
 
@@ -160,7 +159,7 @@ def _format_errors(exc: pydantic.ValidationError, source: str) -> str:
 def parse_layer_table(data: Any, source: str = "<table>") -> LayerTable:
     """Validate a decoded JSON layer table; :class:`LayerTableError` on bad input."""
     try:
-        table = _table_model().model_validate(data)
+        table: Any = _table_model().model_validate(data)
     except pydantic.ValidationError as exc:
         raise LayerTableError(_format_errors(exc, source)) from None
     specs: dict[str, KVCacheSpec] = {}

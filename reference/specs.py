@@ -134,7 +134,8 @@ class AttentionSpec(KVCacheSpec):
         if self.state_content_bytes is not None:
             return self.state_content_bytes
         head_size_v = self.head_size if self.head_size_v is None else self.head_size_v
-        return (self.head_size + head_size_v) * self.dtype.itemsize
+        itemsize: int = self.dtype.itemsize
+        return (self.head_size + head_size_v) * itemsize
 
     @property
     def unpadded_page_size_bytes(self) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from kvcontract.reference import KVDtype, MLAAttentionSpec
 from kvcontract.reference.schema import (
     LayerTableError,

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set up .venv with kvcontract (editable, with dev tools) and the pinned CPU-only vLLM.
+# Usage: scripts/setup.sh [VLLM_VERSION]   (default 0.34.0, the release CI checks)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version="${1:-0.34.0}"
+python="${KVCONTRACT_PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $("$python" --version)"
+  "$python" -m venv .venv
+fi
+# torch first, from the CPU build this machine carries, so nothing pulls a CUDA build.
+if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
+  .venv/bin/pip install --quiet torch==2.13.0
+fi
+.venv/bin/pip install --quiet -e ".[dev]"
+bash scripts/install-vllm.sh "$version" .venv/bin/python
+echo "setup: done; activate with: source .venv/bin/activate"
