@@ -116,6 +116,10 @@ def load_engine(name: str) -> Engine:
     Raises :class:`UnknownEngine` for a name that is neither, and
     :class:`EngineUnavailable` when the engine cannot be loaded here.
     """
+    if name.startswith("mutant:"):
+        from kvcontract.conformance.mutants import load_mutant
+
+        return load_mutant(name.removeprefix("mutant:"))
     target = BUILTIN_ENGINES.get(name, name)
     if ":" not in target:
         known = ", ".join(engine_names())

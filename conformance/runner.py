@@ -126,31 +126,51 @@ def run_mode(engine: Engine, profile: str, seed_value: int, expectations: Expect
     return records
 
 
-def _optimized_pass(engine_name: str, profile: str, seed_value: int, xfails: str | None,
-                    clauses: Sequence[str] | None, timeout: float, progress: Progress | None) -> list[Record]:
-    with tempfile.TemporaryDirectory(prefix="kvcontract-") as tmp:
-        out = Path(tmp) / "optimized.json"
+class _OptimizedPass:
+    """The ``python -O`` pass, started in a subprocess so that it runs while the
+    normal pass runs here (two cores, two interpreters importing the engine)."""
+
+    def __init__(self, engine_name: str, profile: str, seed_value: int, xfails: str | None,
+                 clauses: Sequence[str] | None, timeout: float, progress: Progress | None) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="kvcontract-")
+        self.out = Path(self._tmp.name) / "optimized.json"
         cmd = [sys.executable, "-O", "-m", "kvcontract.conformance.runner", "--engine", engine_name,
-               "--profile", profile, "--seed", str(seed_value), "--out", str(out)]
+               "--profile", profile, "--seed", str(seed_value), "--out", str(self.out)]
         if xfails:
             cmd += ["--xfails", xfails]
         if clauses:
             cmd += ["--clauses", ",".join(clauses)]
+        self.clauses = clauses
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
         env = dict(os.environ, PYTHONOPTIMIZE="1")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=None if progress else subprocess.PIPE, text=True)
+
+    def result(self) -> list[Record]:
         problem = None
         try:
-            proc = subprocess.run(cmd, env=env, timeout=timeout, stdout=subprocess.PIPE,
-                                  stderr=None if progress else subprocess.PIPE, text=True)
-            if proc.returncode != 0 or not out.exists():
-                tail = (proc.stderr or "").strip().splitlines()[-3:]
-                problem = f"python -O pass exited with {proc.returncode}: {' | '.join(tail)}"
+            _, stderr = self.proc.communicate(timeout=max(0.0, self.deadline - time.monotonic()))
+            if self.proc.returncode != 0 or not self.out.exists():
+                tail = (stderr or "").strip().splitlines()[-3:]
+                problem = f"python -O pass exited with {self.proc.returncode}: {' | '.join(tail)}"
         except subprocess.TimeoutExpired:
-            problem = f"python -O pass did not finish within {timeout:.0f}s"
-        if problem is None:
-            return [Record.model_validate(r) for r in json.loads(out.read_text())]
-    laws = [law for law in LAWS if clauses is None or law.clause in clauses]
-    return [Record(clause=law.clause, title=law.title, level=law.level, mode="optimized",
-                   status="error", message=problem) for law in laws]
+            self.proc.kill()
+            self.proc.communicate()
+            problem = f"python -O pass did not finish within {self.timeout:.0f}s"
+        try:
+            if problem is None:
+                return [Record.model_validate(r) for r in json.loads(self.out.read_text())]
+        finally:
+            self._tmp.cleanup()
+        laws = [law for law in LAWS if self.clauses is None or law.clause in self.clauses]
+        return [Record(clause=law.clause, title=law.title, level=law.level, mode="optimized",
+                       status="error", message=problem) for law in laws]
+
+
+def _optimized_pass(engine_name: str, profile: str, seed_value: int, xfails: str | None,
+                    clauses: Sequence[str] | None, timeout: float, progress: Progress | None) -> list[Record]:
+    return _OptimizedPass(engine_name, profile, seed_value, xfails, clauses, timeout, progress).result()
 
 
 def _derived(records: list[Record]) -> list[Record]:
@@ -190,14 +210,17 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
     expectations = load_xfails(xfails) if xfails else None
     records: list[Record] = []
     modes: list[Any] = []
+    if optimize in ("off", "both") and sys.flags.optimize:
+        raise RuntimeError("--optimize off/both needs a normal interpreter (this one runs with -O)")
+    optimized = None
+    if optimize in ("on", "both"):
+        optimized = _OptimizedPass(engine_name, profile, seed_value, xfails, clauses, timeout, progress)
     if optimize in ("off", "both"):
-        if sys.flags.optimize:
-            raise RuntimeError("--optimize off/both needs a normal interpreter (this one runs with -O)")
         modes.append("normal")
         records += run_mode(engine, profile, seed_value, expectations, progress, clauses)
-    if optimize in ("on", "both"):
+    if optimized is not None:
         modes.append("optimized")
-        records += _optimized_pass(engine_name, profile, seed_value, xfails, clauses, timeout, progress)
+        records += optimized.result()
     records += _derived(records)
     order = {law.clause: i for i, law in enumerate(LAWS)}
     records.sort(key=lambda r: (order.get(r.clause, len(order)), r.mode))

@@ -166,6 +166,10 @@ def unify_page_sizes(specs_by_layer: Mapping[str, KVCacheSpec]) -> dict[str, KVC
     ``block_size`` by the ratio; a Mamba page, or an attention page that does not
     divide, is padded (``page_size_padded``), except MLA pages, which are indexed
     in whole token rows and cannot be. Raises :class:`GroupingError` otherwise.
+
+    raises: GroupingError
+    post: len({s.page_size_bytes for s in __return__.values()}) <= 1
+    post: sorted(__return__) == sorted(specs_by_layer)
     """
     if not specs_by_layer:
         return {}
@@ -204,6 +208,8 @@ def group_layers(specs_by_layer: Mapping[str, KVCacheSpec]) -> list[KVCacheGroup
     the merge of its members (GROUP-MERGED-1), so its capabilities are their
     union (GROUP-UNION-1); layers whose specs merge share a group (GROUP-SHARE-1).
 
+    raises: GroupingError
+    post: len({g.spec.page_size_bytes for g in __return__}) <= 1
     post: sorted(n for g in __return__ for n in g.layer_names) == sorted(specs_by_layer)
     """
     if not specs_by_layer:
