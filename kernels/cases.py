@@ -79,7 +79,7 @@ def mode_of(kind: Kind, windowed: bool) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RequestSpec:
-    """One request of a batch: its kind, query rows ``query_len`` and keys ``seq_len``."""
+    """One request of a batch: its kind, query rows ``query_len`` and keys ``seq_len`` (NUM-VISIBILITY-1)."""
 
     kind: Kind
     query_len: int
@@ -422,7 +422,7 @@ def case_specs(
 
 
 def draw_examples(strategy: st.SearchStrategy[Any], count: int, seed: int) -> list[Any]:
-    """``count`` examples of ``strategy``, reproducibly from ``seed`` (for the CLI)."""
+    """``count`` examples of ``strategy``, reproducibly from ``seed`` (the CLI's cases, NUM-DISPATCH-1)."""
     if count < 1:
         return []
     drawn: list[Any] = []
@@ -446,7 +446,7 @@ def draw_examples(strategy: st.SearchStrategy[Any], count: int, seed: int) -> li
 def specs_for_modes(
     modes: Iterable[str], count: int, seed: int, **strategy_options: Any
 ) -> dict[str, list[CaseSpec]]:
-    """``count`` cases per mode of ``modes``, each case containing that mode."""
+    """``count`` cases per mode of ``modes``, each case containing that mode (NUM-DISPATCH-1)."""
     served = tuple(m for m in MODES if m in set(modes))
     out: dict[str, list[CaseSpec]] = {}
     for index, mode in enumerate(served):

@@ -1,0 +1,102 @@
+"""``kvcontract kernels``: check an attention backend against the ground truth (NUM-DISPATCH-1).
+
+Prints one line per mode (cases, rows, max absolute / relative / LSE error,
+worst error-to-tolerance ratio, status); exits 0 when nothing failed, 1 on
+any failure or when the backend cannot run here, 2 on a usage error. Torch
+and the backends load only when the verb runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["register", "run"]
+
+DTYPE_CHOICES = ("float32", "bfloat16", "float16")
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``kernels`` verb to the ``kvcontract`` command line (NUM-DISPATCH-1)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "kernels",
+        help="check an MLA attention backend against the numerical ground truth, per mode",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    parser.add_argument(
+        "--backend", default="reference", metavar="NAME",
+        help="backend to check (see --list-backends); default: reference",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the drawn cases (default 0)")
+    parser.add_argument(
+        "--cases", type=int, default=6, metavar="N", help="cases drawn per mode (default 6)"
+    )
+    parser.add_argument(
+        "--dtype", choices=("auto", *DTYPE_CHOICES), default="auto",
+        help="storage dtype of queries, cache and output; auto: bfloat16 where the backend "
+        "can run it, else float16 (Triton's interpreter), else float32",
+    )
+    parser.add_argument(
+        "--heads", default="1,2,4,16", metavar="H,H,...",
+        help="query head counts to draw from (default 1,2,4,16)",
+    )
+    parser.add_argument("--device", default=None,
+                        help="torch device (default: cuda when available, else cpu)")
+    parser.add_argument("--max-seq-len", type=int, default=300, metavar="L",
+                        help="longest sequence drawn (default 300)")
+    parser.add_argument("--list-backends", action="store_true", help="list backends and exit")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the ``kernels`` verb; returns the exit code (NUM-DISPATCH-1)."""
+    from kvcontract.conformance.cli import UsageError
+
+    from .backends import UnknownBackendError, backend_names, get_backend
+
+    if args.list_backends:
+        for name in backend_names():
+            print(f"{name:<44} {get_backend(name).description}")
+        return 0
+    if args.cases < 1:
+        raise UsageError("--cases must be at least 1")
+    if args.max_seq_len < 8:
+        raise UsageError("--max-seq-len must be at least 8")
+    try:
+        head_counts = tuple(int(h) for h in args.heads.split(","))
+    except ValueError:
+        raise UsageError(f"--heads takes comma-separated integers, got {args.heads!r}") from None
+    if not head_counts or min(head_counts) < 1:
+        raise UsageError("--heads needs positive head counts")
+    try:
+        backend = get_backend(args.backend)
+    except UnknownBackendError as exc:
+        raise UsageError(str(exc)) from None
+    dtype = args.dtype
+    if dtype == "auto":
+        preference = ("bfloat16", "float16", "float32")
+        runnable = [d for d in preference if backend.unavailable_reason(d) is None]
+        dtype = runnable[0] if runnable else preference[0]
+
+    import torch
+
+    from .harness import check_backend, format_table, write_json
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    report = check_backend(
+        backend,
+        cases_per_mode=args.cases,
+        seed=args.seed,
+        dtype=dtype,
+        device=device,
+        max_seq_len=args.max_seq_len,
+        head_counts=head_counts,
+    )
+    print(format_table(report))
+    if args.json:
+        write_json(report, args.json)
+    sys.stdout.flush()
+    return 0 if report.passed else 1
