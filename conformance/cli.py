@@ -19,6 +19,7 @@ from collections.abc import Sequence
 # engine) never slow down or break the others.
 VERB_MODULES: tuple[str, ...] = (
     "kvcontract.conformance.check_cli",
+    "kvcontract.conformance.symbolic_cli",
     "kvcontract.kernels.cli",
 )
 

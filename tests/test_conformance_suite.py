@@ -34,8 +34,10 @@ def test_every_merge_uniform_group_clause_has_a_law():
 
 def test_reference_passes_every_clause_in_both_modes():
     report = runner.run_check("reference", profile="quick")
-    bad = [(r.clause, r.mode, r.status, r.message) for r in report.records if r.status != "pass"]
+    bad = [(r.clause, r.mode, r.status, r.message) for r in report.records if r.status != "pass"
+           and (r.clause, r.mode, r.status) != ("ERROR-OPTIMIZE-1", "normal", "skip")]
     assert bad == []
+    assert report.ok
     assert set(report.modes) == {"normal", "optimized"}
 
 
@@ -50,7 +52,7 @@ def test_vllm_expectations_hold_in_both_modes():
     statuses = {(r.clause, r.mode): r.status for r in report.records}
     # The seed's case: FullAttentionSpec.merge under -O merges disagreeing block sizes.
     assert statuses[("ERROR-DETECT-1", "optimized")] == "xfail"
-    assert statuses[("ERROR-OPTIMIZE-1", "optimized")] in ("xfail", "fail")
+    assert statuses[("ERROR-OPTIMIZE-1", "optimized")] == "xfail"
 
 
 @pytest.mark.parametrize(("clause", "mode"), [("ERROR-DETECT-1", "optimized"),
