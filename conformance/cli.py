@@ -20,6 +20,7 @@ from collections.abc import Sequence
 VERB_MODULES: tuple[str, ...] = (
     "kvcontract.conformance.check_cli",
     "kvcontract.conformance.symbolic_cli",
+    "kvcontract.conformance.mutants_cli",
     "kvcontract.kernels.cli",
 )
 

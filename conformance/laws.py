@@ -106,8 +106,14 @@ def _merge(engine: Engine, specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
         objs = [engine.to_engine(s) for s in specs]
         return engine.from_engine(engine.merge(objs))
     except Exception as exc:  # noqa: BLE001 - any failure of compatible specs is the finding
-        raise Violation(f"merge of compatible specs raised {_describe(exc)}",
-                        "merged = MERGE(specs)  # raises: the contract says these specs merge") from exc
+        raise Violation(f"merge of compatible specs raised {_describe(exc)}", RAISES_CHECK) from exc
+
+
+RAISES_CHECK = (
+    "try:\n    merged = MERGE(specs)\nexcept Exception as exc:\n"
+    "    raise SystemExit(f'VIOLATION: merge raised {type(exc).__name__}: {exc} "
+    "(the contract says these specs merge)')\nprint('no violation: merged', merged)"
+)
 
 
 def _fields_differ(got: KVCacheSpec, want: KVCacheSpec, roles: set[Role] | None = None) -> list[str]:
@@ -171,8 +177,9 @@ def _near_miss(domain: strat.Domain) -> Any:
 
 
 def _mixed_kinds(domain: strat.Domain) -> Any:
-    return st.tuples(strat.specs(domain=domain), strat.specs(domain=domain)).filter(
-        lambda ab: type(ab[0]) is not type(ab[1])).map(lambda ab: Example(specs=ab))
+    independent = st.tuples(strat.specs(domain=domain), strat.specs(domain=domain)).filter(
+        lambda ab: type(ab[0]) is not type(ab[1]))
+    return st.one_of(strat.mixed_kind_pairs(domain), independent).map(lambda ab: Example(specs=tuple(ab)))
 
 
 def _table(domain: strat.Domain) -> Any:
@@ -250,7 +257,7 @@ def check_page(engine: Engine, ex: Example) -> None:
         merged = engine.merge(objs)
         page = engine.page_size(merged)
     except Exception as exc:  # noqa: BLE001
-        raise Violation(f"merge of compatible specs raised {_describe(exc)}", "merged = MERGE(specs)") from exc
+        raise Violation(f"merge of compatible specs raised {_describe(exc)}", RAISES_CHECK) from exc
     want = ex.specs[0].page_size_bytes
     if page != want:
         raise Violation(
@@ -267,7 +274,7 @@ def check_pure(engine: Engine, ex: Example) -> None:
     try:
         merged = engine.merge(listing)
     except Exception as exc:  # noqa: BLE001
-        raise Violation(f"merge of compatible specs raised {_describe(exc)}", "merged = MERGE(specs)") from exc
+        raise Violation(f"merge of compatible specs raised {_describe(exc)}", RAISES_CHECK) from exc
     after = [engine.from_engine(o) for o in objs]
     if listing != objs or after != before:
         raise Violation("merge modified its inputs",
@@ -472,17 +479,29 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
                 raise Violation(f"per-member specs of group {list(g.layer_names)} differ from the "
                                 f"layers' own: {bad}", GROUP_SETUP)
             continue
+        names = tuple(g.layer_names)
         try:
             want = reference.merge(members)
         except reference.IncompatibleSpecs as exc:
-            raise Violation(f"group {list(g.layer_names)} holds incompatible layers: {exc}",
-                            GROUP_SETUP + "print(pairs)") from None
+            raise Violation(
+                f"group {list(names)} holds incompatible layers: {exc}",
+                GROUP_SETUP + f"if any(set(n) == set({names!r}) for n, _ in pairs):\n"
+                f"    raise SystemExit('VIOLATION of GROUP-MERGED-1: layers {list(names)} share a group "
+                f"but their specs are incompatible: {exc}')") from None
         bad = [n for n in _fields_differ(g.spec, want) if n not in _NOT_COMPARED]
         if bad:
             detail = ", ".join(f"{n}={getattr(g.spec, n, None)!r} (contract: {getattr(want, n)!r})"
                                for n in bad)
-            raise Violation(f"group {list(g.layer_names)} spec differs from its members' merge: {detail}",
-                            GROUP_SETUP + f"# group {list(g.layer_names)}: fields {bad}\nprint(pairs)")
+            raise Violation(
+                f"group {list(names)} spec differs from its members' merge: {detail}",
+                GROUP_SETUP + f"expected = {engine.render_spec(want)}\n"
+                "for names, spec in pairs:\n"
+                f"    if set(names) == set({names!r}):\n"
+                f"        wrong = [n for n in {bad!r} if getattr(spec, n) != getattr(expected, n)]\n"
+                "        if wrong:\n"
+                "            raise SystemExit(f'VIOLATION of GROUP-MERGED-1: group {names} has '\n"
+                "                             + ', '.join(f'{n}={getattr(spec, n)!r} (contract: {getattr(expected, n)!r})' for n in wrong))\n"
+                "print('no violation')")
 
 
 def check_group_compat(engine: Engine, ex: Example) -> None:

@@ -206,14 +206,24 @@ def near_misses(
     """A compatible list plus one member that differs in exactly one field that
     must agree; returns ``(specs, field_name)``. The odd member sits at a random
     position."""
-    if kind is None:
+    if kind is None and field_name is None:
+        # Stratified over (kind, field): every field of every kind is equally likely.
+        kind, field_name = draw(st.sampled_from(kind_field_pairs(domain)))
+    elif kind is None:
         kind = draw(kinds(domain))
     members = draw(compatible_specs(kind, min_size=1, max_size=3, domain=domain))
-    base = members[0]
     if field_name is None:
         candidates = [n for n in disagreeing_fields(kind) if n not in domain.pinned_fields(kind)]
         field_name = draw(st.sampled_from(candidates))
     f = next(f for f in dataclasses.fields(kind) if f.name == field_name)
+    if role_of(f) is Role.ANNOTATION and getattr(members[0], field_name) is None:
+        # A common annotation disagrees only between members that set it.
+        common = draw(field_domain(kind, f).filter(lambda v: v is not None))
+        try:
+            members = [dataclasses.replace(m, **{field_name: common}) for m in members]
+        except InvalidSpec:
+            assume(False)
+    base = members[0]
     current = getattr(base, field_name)
     if field_name == "dtypes":
         domain = st.tuples(*[st.sampled_from(ATTENTION_DTYPES[:3]) for _ in base.shapes])  # type: ignore[attr-defined]
@@ -231,6 +241,38 @@ def near_misses(
     assume(getattr(odd, field_name) != current)
     position = draw(st.integers(0, len(members)))
     return [*members[:position], odd, *members[position:]], field_name
+
+
+def kind_field_pairs(domain: Domain = FULL_DOMAIN) -> list[tuple[type[KVCacheSpec], str]]:
+    """Every (kind, field that must agree) of the domain."""
+    return [(k, n) for k in domain.kinds for n in disagreeing_fields(k) if n not in domain.pinned_fields(k)]
+
+
+@st.composite
+def mixed_kind_pairs(draw: Any, domain: Domain = FULL_DOMAIN) -> tuple[KVCacheSpec, KVCacheSpec]:
+    """Two specs of different kinds that agree on every field they share (e.g. a
+    FullAttentionSpec and an RSWASpec identical but for rswa_window): the hardest
+    case for ERROR-KIND-1, since only the kind tells them apart."""
+    first = draw(specs(domain=domain))
+    other = draw(st.sampled_from([k for k in domain.kinds if k is not type(first)]))
+    pinned = domain.pinned_fields(other)
+    shared = {f.name for f in dataclasses.fields(first)}
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(other):
+        if f.name in pinned:
+            continue
+        if f.name in shared:
+            values[f.name] = getattr(first, f.name)
+        elif f.name != "dtypes":
+            values[f.name] = draw(field_domain(other, f))
+    if "shapes" in values and "dtypes" not in values:
+        values["dtypes"] = tuple(draw(st.sampled_from(ATTENTION_DTYPES[:3])) for _ in values["shapes"])
+    try:
+        second = other(**values)
+    except (InvalidSpec, TypeError):
+        assume(False)
+        raise
+    return first, second
 
 
 @st.composite
