@@ -1,0 +1,169 @@
+"""The mutant catalogue: the suite fails engines that are wrong (issue 4).
+
+One default-profile run of the whole catalogue, in both modes, is shared by the
+tests (module fixture): every mutant is killed by a clause its defect violates,
+the unmutated reference (the control) fails nothing, the bare-assert mutant dies
+only under ``python -O``, and killed mutants' repro snippets reproduce.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import kvcontract
+import pytest
+from kvcontract.conformance import mutants_cli
+from kvcontract.conformance.cli import UsageError
+from kvcontract.conformance.engine import Engine, UnknownEngine, load_engine
+from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, MutantsReport, load_mutant
+from kvcontract.spec import load_catalogue
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Laws whose repro snippet prints the finding instead of raising (laws.py renders
+# GROUP-MERGED-1's check as ``print(pairs)``): their snippets run, but exit 0.
+
+@pytest.fixture(scope="module")
+def report() -> MutantsReport:
+    return mutants_cli.run_mutants(profile="default", seed_value=0, optimize="both")
+
+
+def _args(**overrides):
+    base = dict(mutants=None, profile="quick", optimize="off", json=None, seed=0,
+                exhaustive=False, list=False, quiet=True)
+    return argparse.Namespace(**{**base, **overrides})
+
+
+def test_catalogue_entries_are_engines_with_their_defect_described():
+    clause_ids = {c.id for c in load_catalogue()}
+    assert len(MUTANTS) >= 12
+    for key, cls in {**MUTANTS, **KNOWN_SURVIVORS}.items():
+        engine = load_mutant(key)
+        assert isinstance(engine, Engine)
+        assert engine.name == f"mutant:{key}" and engine.version == kvcontract.__version__
+        assert cls.description and "\n" not in cls.description
+        assert cls.expected_clauses and set(cls.expected_clauses) <= clause_ids, key
+        assert bool(cls.gap) == (key in KNOWN_SURVIVORS)
+    assert load_engine("mutant:bare-assert").name == "mutant:bare-assert"
+
+
+def test_every_mutant_is_killed_by_a_clause_it_violates(report):
+    assert [m.mutant for m in report.mutants] == list(MUTANTS)
+    for m in report.mutants:
+        assert m.verdict == "killed", (m.mutant, m.outcomes)
+        assert set(m.killed_by) & set(m.expected_clauses), (m.mutant, m.killed_by)
+    assert report.ok and report.survivors == []
+
+
+def test_the_reference_survives(report):
+    control = report.control
+    assert control.verdict == "survived"
+    assert [(o.mode, o.status, o.clauses, o.errors) for o in control.outcomes] == [
+        ("normal", "survived", [], []), ("optimized", "survived", [], [])]
+    assert all(o.laws_run == len(o.passed) > 0 for o in control.outcomes)
+
+
+def test_the_bare_assert_mutant_dies_only_under_python_O(report):
+    (bare,) = [m for m in report.mutants if m.mutant == "bare-assert"]
+    assert bare.killed_in == ["optimized"]
+    assert "ERROR-OPTIMIZE-1" in bare.killed_by
+
+
+def test_the_bare_assert_mutant_holds_a_real_assert_statement():
+    tree = ast.parse((ROOT / "conformance" / "mutants_defects.py").read_text())
+    assert sum(isinstance(n, ast.Assert) for n in ast.walk(tree)) == 1
+
+
+def _run_snippet(snippet: str, mode: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "repro.py"
+    script.write_text(snippet)
+    flags = ["-O"] if mode == "optimized" else []
+    return subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_killed_mutants_snippets_reproduce(report, tmp_path):
+    """Each kill comes with a snippet that fails when run (in its interpreter mode)."""
+    for m in report.mutants:
+        outcome = next(o for o in m.outcomes if o.status == "killed")
+        result = _run_snippet(outcome.snippet, outcome.mode, tmp_path)
+        assert result.returncode != 0, (m.mutant, outcome.snippet, result.stdout)
+        assert "VIOLATION" in result.stderr or "Error" in result.stderr, (m.mutant, result.stderr)
+
+
+@pytest.mark.parametrize(("mutant", "mode", "clause"), [
+    ("bare-assert", "optimized", "ERROR-DETECT-1"),
+    ("drops-annotation", "normal", "MERGE-IDENTITY-1"),
+    ("wrong-page-size", "normal", "MERGE-PAGE-1"),
+])
+def test_snippet_prints_the_violation(report, tmp_path, mutant, mode, clause):
+    (m,) = [m for m in report.mutants if m.mutant == mutant]
+    outcome = next(o for o in m.outcomes if o.mode == mode)
+    assert outcome.clauses[0] == clause
+    result = _run_snippet(outcome.snippet, mode, tmp_path)
+    assert result.returncode != 0 and f"VIOLATION of {clause}" in result.stderr, result.stderr
+    if mode == "optimized":  # the same snippet passes in the normal interpreter
+        assert _run_snippet(outcome.snippet, "normal", tmp_path).returncode == 0
+
+
+def test_table_lists_every_mutant_with_its_killing_clause(report):
+    table = mutants_cli.render_table(report)
+    for m in report.mutants:
+        row = next(line for line in table.splitlines() if line.startswith(m.mutant + " "))
+        assert "killed" in row and m.killed_by[0] in row
+    assert "control (reference): no clause fails" in table
+    assert f"{len(MUTANTS)}/{len(MUTANTS)} killed" in table
+
+
+def test_cli_writes_json_and_exits_0_when_all_die(tmp_path, capsys):
+    path = tmp_path / "mutants.json"
+    code = mutants_cli.run(_args(mutants="drops-annotation,inverted-table", json=str(path),
+                                 optimize="both"))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    loaded = MutantsReport.model_validate_json(path.read_text())
+    assert [m.mutant for m in loaded.mutants] == ["drops-annotation", "inverted-table"]
+    assert loaded.modes == ["normal", "optimized"] and loaded.control.verdict == "survived"
+    assert json.loads(path.read_text())["schema_version"] == "1"
+    assert "drops-annotation" in out and "MERGE-IDENTITY-1" in out
+
+
+class _EquivalentMutant(MUTANTS["drops-annotation"].__mro__[1]):  # a Mutant with no defect
+    """An equivalent mutant: the reference itself, so no clause can kill it."""
+
+    key = "equivalent"
+    name = "mutant:equivalent"
+    description = "no defect at all (the reference under another name)"
+    imitates = ""
+    expected_clauses = ()
+    gap = "an equivalent mutant has no defect to find"
+
+
+def test_cli_exits_1_when_a_mutant_survives(capsys, monkeypatch):
+    monkeypatch.setitem(KNOWN_SURVIVORS, "equivalent", _EquivalentMutant)
+    assert mutants_cli.run(_args(mutants="equivalent", profile="quick", optimize="off")) == 1
+    out = capsys.readouterr().out
+    assert "SURVIVED" in out
+
+
+def test_unknown_mutant_is_a_usage_error():
+    with pytest.raises(UsageError, match="unknown mutant"):
+        mutants_cli.run(_args(mutants="no-such-mutant"))
+    with pytest.raises(UnknownEngine, match="bare-assert"):
+        load_engine("mutant:no-such-mutant")
+    result = subprocess.run([sys.executable, "-m", "kvcontract.conformance.mutants_cli",
+                             "--mutants", "no-such-mutant"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_list_prints_the_catalogue(capsys):
+    assert mutants_cli.run(_args(list=True)) == 0
+    out = capsys.readouterr().out
+    for key, cls in MUTANTS.items():
+        assert f"{key}: {cls.description}" in out
