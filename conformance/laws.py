@@ -597,6 +597,10 @@ LAWS: tuple[Law, ...] = (
 )
 """Every engine-checkable clause, in SPEC.md order."""
 
+from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS  # noqa: E402 - needs Law, Example above
+
+LAWS = (*LAWS, *DISPATCH_LAWS)
+
 DERIVED = {"ERROR-OPTIMIZE-1": ("ERROR-DETECT-1", "ERROR-TYPE-1", "ERROR-KIND-1", "UNIFORM-NORAISE-1")}
 """Clauses judged from others: ERROR-OPTIMIZE-1 fails when one of these holds
 in the normal interpreter but not under python -O."""

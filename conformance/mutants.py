@@ -524,6 +524,12 @@ class FirstLayerSpec(Mutant):
         return [EngineGroup(g.layer_names, unified[g.layer_names[0]]) for g in groups]
 
 
+from kvcontract.conformance.dispatch_mutants import DISPATCH_MUTANTS  # noqa: E402 - needs _register
+
+for _cls in DISPATCH_MUTANTS.values():
+    _register(_cls)  # type: ignore[arg-type]
+
+
 # -- the kill run: the suite against each mutant, to its first failure ----------------------
 
 Mode = Literal["normal", "optimized"]
@@ -531,7 +537,7 @@ Verdict = Literal["killed", "survived", "error"]
 Progress = Callable[[str], None]
 
 OPERATIONS: tuple[str, ...] = ("to_engine", "from_engine", "merge", "is_uniform", "group_layers",
-                               "page_size")
+                               "page_size", "route")
 """The engine operations the laws call; what a mutant may override."""
 
 CONTROL_NAME = "reference"
@@ -580,7 +586,8 @@ def mutated_operations(engine: Engine) -> frozenset[str] | None:
             getattr(cls, n) is not getattr(ReferenceEngine, n)
             for n in ("unsupported_kinds", "unsupported_fields")):
         return None
-    return frozenset(op for op in OPERATIONS if getattr(cls, op) is not getattr(ReferenceEngine, op))
+    return frozenset(op for op in OPERATIONS
+                     if getattr(cls, op, None) is not getattr(ReferenceEngine, op, None))
 
 
 class ModeOutcome(pydantic.BaseModel):

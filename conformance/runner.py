@@ -50,7 +50,7 @@ def _mode_name() -> str:
 
 
 def _run_witness(engine: Engine, law: Law, witness: dict[str, Any]) -> Violation | None:
-    example = Example.from_json(witness)
+    example = getattr(law, "example_type", Example).from_json(witness)
     try:
         law.check(engine, example)
     except Violation as violation:
@@ -100,7 +100,7 @@ def run_law(engine: Engine, law: Law, profile: str, seed_value: int,
                               message=f"expected to fail ({expected.reason}) but the witness passes")
             return Record(**base, status="xfail", examples=1, seconds=seconds, witness=expected.witness,
                           message=f"{expected.reason} [witness: {violation.message}]",
-                          snippet=render_snippet(engine, law, violation.example, violation, optimized))  # type: ignore[attr-defined]
+                          snippet=getattr(law, "render", render_snippet)(engine, law, violation.example, violation, optimized))  # type: ignore[attr-defined]
         count, example, violation = _search(engine, law, PROFILES[profile], seed_value)
     except Exception as exc:  # noqa: BLE001 - a broken adapter or strategy is an error, not a finding
         return Record(**base, status="error", seconds=time.perf_counter() - start,
@@ -109,7 +109,7 @@ def run_law(engine: Engine, law: Law, profile: str, seed_value: int,
     if violation is None or example is None:
         return Record(**base, status="pass", examples=count, seconds=seconds)
     return Record(**base, status="fail", examples=count, seconds=seconds, message=violation.message,
-                  snippet=render_snippet(engine, law, example, violation, optimized),
+                  snippet=getattr(law, "render", render_snippet)(engine, law, example, violation, optimized),
                   witness=example.to_json())
 
 

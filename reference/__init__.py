@@ -10,6 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvcontract.reference.dispatch import (
+    DispatchError,
+    InvalidRoutingRequest,
+    QueryLenSupport,
+    Routing,
+    RoutingRequest,
+    decode_threshold_of,
+    route,
+)
 from kvcontract.reference.dtypes import KVDtype, KVQuantMode, MambaType, SparseCacheRole
 from kvcontract.reference.merge import (
     Disagreement,
@@ -49,6 +58,9 @@ __all__ = [
     "MambaSpec", "MambaType", "RSWASpec", "Role", "SinkFullAttentionSpec", "SlidingWindowMLASpec",
     "SlidingWindowSpec", "SparseCacheRole", "group_layers", "is_uniform", "load_layer_table",
     "merge", "role_of", "rule_of", "spec_fields", "unify_page_sizes",
+    # runtime dispatch (spec chapter DISPATCH)
+    "DispatchError", "InvalidRoutingRequest", "QueryLenSupport", "Routing", "RoutingRequest",
+    "decode_threshold_of", "route",
 ]
 
 

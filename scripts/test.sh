@@ -9,5 +9,6 @@ echo "== ruff"; .venv/bin/ruff check spec reference conformance kernels tests be
 echo "== mypy (strict on reference/)"; .venv/bin/mypy reference
 echo "== crosshair (reference contracts, bounded)"
 timeout 900 .venv/bin/crosshair check --analysis_kind=PEP316 --per_condition_timeout=4 \
-  --per_path_timeout=2 kvcontract.reference.merge kvcontract.reference.specs
+  --per_path_timeout=2 kvcontract.reference.merge kvcontract.reference.specs \
+  kvcontract.reference.dispatch
 echo "== pytest"; .venv/bin/python -m pytest -q "$@"

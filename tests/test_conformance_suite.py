@@ -26,9 +26,10 @@ def _vllm():
 
 
 def test_every_merge_uniform_group_clause_has_a_law():
-    """Each clause of chapters MERGE, ERROR, UNIFORM, GROUP is checked on engines."""
+    """Each clause of chapters MERGE, ERROR, UNIFORM, GROUP, DISPATCH is checked on engines."""
     covered = {law_.clause for law_ in LAWS} | set(runner.DERIVED)
-    wanted = {c.id for c in load_catalogue() if c.prefix in ("MERGE", "ERROR", "UNIFORM", "GROUP")}
+    wanted = {c.id for c in load_catalogue()
+              if c.prefix in ("MERGE", "ERROR", "UNIFORM", "GROUP", "DISPATCH")}
     assert wanted == covered
 
 

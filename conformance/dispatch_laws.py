@@ -1,0 +1,411 @@
+"""The dispatch laws: one per engine-checkable clause of spec chapter DISPATCH.
+
+Each law draws routing requests (hypothesis; they shrink to a small batch),
+routes them with the engine's router (:func:`~kvcontract.conformance.dispatch.router_for`)
+and compares with the reference's :func:`~kvcontract.reference.route`. Engines
+without a router skip with a reason. Examples are :class:`DispatchExample`
+(an :class:`~kvcontract.conformance.laws.Example` carrying a routing request);
+violations render as a self-contained repro (:func:`render_dispatch_snippet`).
+
+Wiring into the main suite: ``LAWS = (*MERGE_LAWS, *DISPATCH_LAWS)``, and in
+``runner.run_law`` / ``runner._run_witness`` use the law's ``example_type``
+and ``render`` (see the module's report to the lead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hypothesis import strategies as st
+from kvcontract import reference
+from kvcontract.conformance import strategies as strat
+from kvcontract.conformance.dispatch import Router, needs_router, router_for
+from kvcontract.conformance.engine import Engine
+from kvcontract.conformance.laws import Example, Law, Violation
+from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
+from kvcontract.spec import CatalogueError, parse_spec_md
+from kvcontract.spec import clause as catalogue_clause
+
+DRAFT = Path(__file__).resolve().parent.parent / "spec" / "dispatch-draft.md"
+
+
+def _draft_clause(clause_id: str) -> Any:
+    """The clause from the catalogue, or from the chapter draft until it is merged into SPEC.md."""
+    try:
+        return catalogue_clause(clause_id)
+    except CatalogueError:
+        if not DRAFT.exists():
+            raise
+        for c in parse_spec_md(DRAFT.read_text()):
+            if c.id == clause_id:
+                return c
+        raise
+
+
+@dataclasses.dataclass(frozen=True)
+class DispatchExample(Example):
+    """One drawn invocation (a :class:`RoutingRequest`); JSON-serialisable as a pinned witness."""
+
+    request: RoutingRequest | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.request
+        if r is None:
+            return {}
+        return {"dispatch": {"query_lens": list(r.query_lens), "seq_lens": list(r.seq_lens),
+                             "causal": r.causal, "capability": r.capability,
+                             "backend_non_causal": r.backend_non_causal,
+                             "decode_threshold": r.decode_threshold,
+                             "query_len_support": r.query_len_support.value}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DispatchExample:
+        d = data.get("dispatch")
+        if d is None:
+            return cls()
+        return cls(request=RoutingRequest(
+            tuple(int(n) for n in d["query_lens"]), tuple(int(n) for n in d["seq_lens"]),
+            causal=bool(d["causal"]), capability=bool(d["capability"]),
+            backend_non_causal=bool(d["backend_non_causal"]), decode_threshold=int(d["decode_threshold"]),
+            query_len_support=QueryLenSupport(d["query_len_support"])))
+
+
+@dataclasses.dataclass(frozen=True)
+class DispatchLaw(Law):
+    """A dispatch clause as a property; knows its example type and renders its own repro."""
+
+    example_type: ClassVar[type[Example]] = DispatchExample
+
+    @property
+    def title(self) -> str:
+        return str(_draft_clause(self.clause).title)
+
+    @property
+    def level(self) -> str:
+        return str(_draft_clause(self.clause).level)
+
+    def render(self, engine: Engine, law_: Law, ex: Example, violation: Violation, optimized: bool) -> str:
+        return render_dispatch_snippet(engine, law_, ex, violation, optimized)
+
+
+# -- strategies ---------------------------------------------------------------------------
+
+_SUPPORTS = st.sampled_from(list(QueryLenSupport))
+_FLAG = st.booleans()
+
+
+@st.composite
+def _requests(draw: st.DrawFn, lens: st.SearchStrategy[tuple[int, ...]], causal: bool,
+              capability: st.SearchStrategy[bool] = _FLAG,
+              backend: st.SearchStrategy[bool] = _FLAG) -> DispatchExample:
+    query_lens = draw(lens)
+    seq_lens = tuple(n + draw(st.integers(0, 40)) if n or draw(st.booleans()) else 0 for n in query_lens)
+    return DispatchExample(request=RoutingRequest(
+        query_lens, seq_lens, causal=causal, capability=draw(capability), backend_non_causal=draw(backend),
+        decode_threshold=draw(st.sampled_from([1, 2, 3, 4, 6, 8])), query_len_support=draw(_SUPPORTS)))
+
+
+def _causal_lens() -> st.SearchStrategy[tuple[int, ...]]:
+    """Reordered-looking causal batches: a run of one length first (decodes, verify blocks or
+    short prefills), then anything, then trailing padding."""
+    head = st.tuples(st.integers(1, 12), st.integers(0, 3)).map(lambda t: (t[0],) * t[1])
+    tail = st.lists(st.integers(0, 20), max_size=4).map(tuple)
+    pad = st.integers(0, 2).map(lambda k: (0,) * k)
+    return st.tuples(head, tail, pad).map(lambda t: t[0] + t[1] + t[2]).filter(bool)
+
+
+def _uniform_block_lens() -> st.SearchStrategy[tuple[int, ...]]:
+    return st.tuples(st.integers(1, 16), st.integers(1, 4), st.integers(0, 3)).map(
+        lambda t: (t[0],) * t[1] + (0,) * t[2])
+
+
+def _bad_block_lens() -> st.SearchStrategy[tuple[int, ...]]:
+    """Non-causal query lengths DISPATCH-UNIFORM-1 forbids: mixed lengths, padding before an
+    active request, or no active request."""
+    mixed = st.lists(st.integers(1, 16), min_size=2, max_size=5).filter(lambda ls: len(set(ls)) > 1)
+    interleaved = st.tuples(st.integers(1, 16), st.integers(1, 3), st.integers(1, 3), st.integers(0, 2)).map(
+        lambda t: (t[0],) * t[1] + (0,) * t[2] + (t[0],) + (0,) * t[3])
+    leading = st.tuples(st.integers(1, 2), st.integers(1, 16), st.integers(1, 3)).map(
+        lambda t: (0,) * t[0] + (t[1],) * t[2])
+    empty = st.integers(1, 3).map(lambda k: (0,) * k)
+    return st.one_of(mixed.map(tuple), interleaved, leading, empty)
+
+
+def _causal(_domain: strat.Domain) -> Any:
+    return _requests(_causal_lens(), causal=True)
+
+
+def _missing_support(_domain: strat.Domain) -> Any:
+    flags = st.sampled_from([(False, False), (False, True), (True, False)])
+    return flags.flatmap(lambda f: _requests(st.one_of(_uniform_block_lens(), _bad_block_lens()), causal=False,
+                                             capability=st.just(f[0]), backend=st.just(f[1])))
+
+
+def _bad_block(_domain: strat.Domain) -> Any:
+    return _requests(_bad_block_lens(), causal=False, capability=st.just(True), backend=st.just(True))
+
+
+def _good_block(_domain: strat.Domain) -> Any:
+    return _requests(_uniform_block_lens(), causal=False, capability=st.just(True), backend=st.just(True))
+
+
+def _valid(domain: strat.Domain) -> Any:
+    return st.one_of(_causal(domain), _good_block(domain))
+
+
+# -- engine calls ---------------------------------------------------------------------------
+
+def _router(engine: Engine) -> Router:
+    used = getattr(engine, "used", None)
+    if isinstance(used, set):
+        used.add("route")  # the mutant hunt's control records which operations a law calls
+    router = router_for(engine)
+    if router is None:
+        raise RuntimeError(f"{engine.name} offers no router")
+    return router
+
+
+def _outcome(engine: Engine, request: RoutingRequest) -> Routing | Exception:
+    try:
+        return _router(engine)(request)
+    except Exception as exc:  # noqa: BLE001 - the exception is what is judged
+        return exc
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+def _routed(engine: Engine, request: RoutingRequest, clause: str) -> Routing:
+    got = _outcome(engine, request)
+    if isinstance(got, Exception):
+        raise Violation(f"routing a valid invocation raised {_describe(got)}",
+                        "routing = ROUTE(request)  # raises: the contract routes this invocation")
+    return got
+
+
+def _expect(clause: str, want: Routing, what: str) -> str:
+    return ("routing = ROUTE(request)\n"
+            f"if routing.as_tuple() != {want.as_tuple()!r}:\n"
+            f"    raise SystemExit(f'VIOLATION of {clause}: {what} got {{routing.as_tuple()}} "
+            f"(decodes, prefills, decode tokens, prefill tokens), contract: {want.as_tuple()}')\n"
+            "print('no violation:', routing.as_tuple())")
+
+
+def _rejection_check(clause: str) -> str:
+    return ("try:\n    routing = ROUTE(request)\nexcept Exception as exc:\n"
+            "    print('no violation: rejected with', type(exc).__name__, exc)\nelse:\n"
+            f"    raise SystemExit(f'VIOLATION of {clause}: routed {{routing.as_tuple()}} instead of raising')")
+
+
+# -- checks -----------------------------------------------------------------------------------
+
+def _req(ex: Example) -> RoutingRequest:
+    request = getattr(ex, "request", None)
+    if not isinstance(request, RoutingRequest):
+        raise TypeError(f"a dispatch law needs a DispatchExample, got {type(ex).__name__}")
+    return request
+
+
+def check_causal(engine: Engine, ex: Example) -> None:
+    """DISPATCH-CAUSAL-1: a causal invocation routes the same with and without the capability."""
+    request = _req(ex)
+    plain = dataclasses.replace(request, capability=False, backend_non_causal=False)
+    marked = dataclasses.replace(request, capability=True, backend_non_causal=True)
+    a, b = _outcome(engine, plain), _outcome(engine, marked)
+    show = [x.as_tuple() if isinstance(x, Routing) else _describe(x) for x in (a, b)]
+    if show[0] != show[1]:
+        raise Violation(
+            f"the capability changed a causal routing: without it {show[0]}, with it {show[1]}",
+            "import dataclasses\n"
+            "plain = ROUTE(dataclasses.replace(request, capability=False, backend_non_causal=False))\n"
+            "marked = ROUTE(dataclasses.replace(request, capability=True, backend_non_causal=True))\n"
+            "if plain != marked:\n"
+            "    raise SystemExit(f'VIOLATION of DISPATCH-CAUSAL-1: causal routing {plain.as_tuple()} without '\n"
+            "                     f'the capability, {marked.as_tuple()} with it')\n"
+            "print('no violation:', plain.as_tuple())")
+
+
+def check_noncausal(engine: Engine, ex: Example) -> None:
+    """DISPATCH-NONCAUSAL-1: no capability or no backend support -> an explicit error."""
+    request = _req(ex)
+    got = _outcome(engine, request)
+    if isinstance(got, Routing):
+        missing = "the group's capability" if not request.capability else "the backend's support"
+        raise Violation(f"a non-causal invocation without {missing} was routed: {got.as_tuple()}",
+                        _rejection_check("DISPATCH-NONCAUSAL-1"))
+
+
+def _names_lengths(message: str, lens: tuple[int, ...]) -> bool:
+    numbers = set(re.findall(r"\d+", message))
+    return str(list(lens)) in message or all(str(n) in numbers for n in set(lens))
+
+
+def check_uniform(engine: Engine, ex: Example) -> None:
+    """DISPATCH-UNIFORM-1: a non-uniform block or non-trailing padding -> an error naming the lengths."""
+    request = _req(ex)
+    got = _outcome(engine, request)
+    lens = list(request.query_lens)
+    if isinstance(got, Routing):
+        raise Violation(f"a non-causal invocation with query lengths {lens} was routed: {got.as_tuple()}",
+                        _rejection_check("DISPATCH-UNIFORM-1"))
+    if not _names_lengths(str(got), request.query_lens):
+        raise Violation(
+            f"the error does not name the query lengths {lens}: {_describe(got)}",
+            "try:\n    ROUTE(request)\nexcept Exception as exc:\n"
+            f"    if {str(lens)!r} not in str(exc):\n"
+            f"        raise SystemExit(f'VIOLATION of DISPATCH-UNIFORM-1: message does not name {lens}: {{exc}}')\n"
+            "    print('no violation:', exc)")
+
+
+def check_block(engine: Engine, ex: Example) -> None:
+    """DISPATCH-BLOCK-1: a valid non-causal invocation is one decode block, padding included."""
+    request = _req(ex)
+    got = _routed(engine, request, "DISPATCH-BLOCK-1")
+    want = Routing(request.num_reqs, 0, request.num_tokens, 0)
+    if got != want:
+        raise Violation(f"non-causal block routed as {got.as_tuple()}, contract: {want.as_tuple()}",
+                        _expect("DISPATCH-BLOCK-1", want, "non-causal block"))
+
+
+def check_partition(engine: Engine, ex: Example) -> None:
+    """DISPATCH-PARTITION-1: requests and tokens are split, decode requests are a prefix."""
+    request = _req(ex)
+    got = _routed(engine, request, "DISPATCH-PARTITION-1")
+    lens = request.query_lens
+    problems = []
+    if not (0 <= got.num_decodes <= len(lens)) or got.num_decodes + got.num_prefills != len(lens):
+        problems.append(f"{got.num_decodes} decodes + {got.num_prefills} prefills != {len(lens)} requests")
+    if got.num_decode_tokens + got.num_prefill_tokens != sum(lens):
+        problems.append(f"{got.num_decode_tokens} + {got.num_prefill_tokens} tokens != {sum(lens)}")
+    elif 0 <= got.num_decodes <= len(lens) and got.num_decode_tokens != sum(lens[: got.num_decodes]):
+        problems.append(f"{got.num_decode_tokens} decode tokens are not the rows of the first "
+                        f"{got.num_decodes} requests ({sum(lens[: got.num_decodes])})")
+    if problems:
+        raise Violation(
+            "routing is not a partition: " + "; ".join(problems),
+            "routing = ROUTE(request)\nlens = request.query_lens\nd = routing.num_decodes\n"
+            "if d + routing.num_prefills != len(lens) or routing.num_decode_tokens + routing.num_prefill_tokens "
+            "!= sum(lens) or routing.num_decode_tokens != sum(lens[:d]):\n"
+            "    raise SystemExit(f'VIOLATION of DISPATCH-PARTITION-1: {routing.as_tuple()} for query lengths "
+            "{list(lens)}')\nprint('no violation:', routing.as_tuple())")
+
+
+def check_rows(engine: Engine, ex: Example) -> None:
+    """DISPATCH-ROWS-1: the decode path of a causal invocation gets only requests it accepts."""
+    request = _req(ex)
+    got = _routed(engine, request, "DISPATCH-ROWS-1")
+    limit = reference.decode_threshold_of(request)
+    decoded = request.query_lens[: max(0, got.num_decodes)]
+    problems = [f"request {r} has {n} rows > {limit}" for r, n in enumerate(decoded) if n > limit]
+    if request.query_len_support is not QueryLenSupport.VARLEN and len({n for n in decoded if n}) > 1:
+        problems.append(f"mixed lengths {sorted({n for n in decoded if n})} on a "
+                        f"{request.query_len_support.name} path")
+    if problems:
+        raise Violation(
+            f"causal decode requests the {request.query_len_support.name} decode path cannot serve "
+            f"(threshold {limit}): " + "; ".join(problems),
+            "routing = ROUTE(request)\n"
+            f"bad = [n for n in request.query_lens[:routing.num_decodes] if n > {limit}]\n"
+            "if bad or len({n for n in request.query_lens[:routing.num_decodes] if n}) > "
+            f"{1 if request.query_len_support is not QueryLenSupport.VARLEN else len(request.query_lens)}:\n"
+            "    raise SystemExit(f'VIOLATION of DISPATCH-ROWS-1: decode requests of lengths '\n"
+            f"                     f'{{list(request.query_lens[:routing.num_decodes])}} (threshold {limit})')\n"
+            "print('no violation:', routing.as_tuple())")
+
+
+def check_split(engine: Engine, ex: Example) -> None:
+    """DISPATCH-SPLIT-1: the causal split equals the reference's."""
+    request = _req(ex)
+    got = _routed(engine, request, "DISPATCH-SPLIT-1")
+    want = reference.route(request)
+    if got != want:
+        raise Violation(f"causal routing {got.as_tuple()}, contract: {want.as_tuple()}",
+                        _expect("DISPATCH-SPLIT-1", want, "causal routing"))
+
+
+DISPATCH_LAWS: tuple[Law, ...] = (
+    DispatchLaw("DISPATCH-CAUSAL-1", _causal, check_causal, needs_router),
+    DispatchLaw("DISPATCH-NONCAUSAL-1", _missing_support, check_noncausal, needs_router),
+    DispatchLaw("DISPATCH-UNIFORM-1", _bad_block, check_uniform, needs_router),
+    DispatchLaw("DISPATCH-BLOCK-1", _good_block, check_block, needs_router),
+    DispatchLaw("DISPATCH-PARTITION-1", _valid, check_partition, needs_router),
+    DispatchLaw("DISPATCH-ROWS-1", _causal, check_rows, needs_router),
+    DispatchLaw("DISPATCH-SPLIT-1", _causal, check_split, needs_router),
+)
+"""Every engine-checkable clause of chapter DISPATCH, in draft order."""
+
+
+def dispatch_law(clause_id: str) -> Law:
+    """The dispatch law of ``clause_id``."""
+    for candidate in DISPATCH_LAWS:
+        if candidate.clause == clause_id:
+            return candidate
+    raise KeyError(f"no dispatch law for clause {clause_id!r}")
+
+
+# -- snippets ---------------------------------------------------------------------------------
+
+def router_source(engine: Engine) -> list[str]:
+    """Lines defining ``ROUTE`` for ``engine`` in a repro snippet."""
+    name = engine.name
+    if name.startswith("mutant:dispatch-"):
+        return ["from kvcontract.conformance.dispatch_mutants import DISPATCH_MUTANTS",
+                f"ROUTE = DISPATCH_MUTANTS[{name.removeprefix('mutant:')!r}]().route"]
+    if name == "vllm":
+        return ["# vLLM's MLACommonMetadataBuilder.build (split_decodes_and_prefills), built on the CPU",
+                "from kvcontract.conformance.vllm_dispatch import VllmRouter",
+                "ROUTE = VllmRouter().route"]
+    if name == "reference":
+        return ["from kvcontract.reference import route as ROUTE"]
+    return ["from kvcontract.conformance.engine import load_engine",
+            "from kvcontract.conformance.dispatch import router_for",
+            f"ROUTE = router_for(load_engine({name!r}))"]
+
+
+def render_request(request: RoutingRequest) -> str:
+    """Source constructing ``request``."""
+    return (f"RoutingRequest(query_lens={request.query_lens!r}, seq_lens={request.seq_lens!r}, "
+            f"causal={request.causal!r}, capability={request.capability!r}, "
+            f"backend_non_causal={request.backend_non_causal!r}, decode_threshold={request.decode_threshold!r}, "
+            f"query_len_support=QueryLenSupport.{request.query_len_support.name})")
+
+
+def render_dispatch_snippet(engine: Engine, law_: Law, ex: Example, violation: Violation, optimized: bool) -> str:
+    """A self-contained Python program that reproduces a dispatch ``violation``."""
+    interpreter = "python -O" if optimized else "python"
+    lines = [
+        f"# kvcontract repro: {law_.clause} ({law_.title}) on {engine.name} {engine.version}",
+        f"# run with: {interpreter} repro.py",
+        f"# finding: {violation.message}",
+        "from kvcontract.reference import QueryLenSupport, RoutingRequest",
+        *router_source(engine),
+        f"request = {render_request(_req(ex))}",
+        violation.check,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# -- a small runner hook (until the main runner knows example types) ------------------------------
+
+def run_dispatch_law(engine: Engine, law_: Law, profile: str = "default", seed_value: int = 0) -> Any:
+    """Run one dispatch law like ``runner.run_law`` (search and shrink) and render its repro here.
+
+    Returns the runner's ``Record``; a failure's snippet is :func:`render_dispatch_snippet`.
+    """
+    from kvcontract.conformance.runner import run_law
+
+    record = run_law(engine, law_, profile, seed_value, None)
+    if record.status == "fail" and record.witness is not None:
+        example = DispatchExample.from_json(record.witness)
+        try:
+            law_.check(engine, example)
+        except Violation as violation:
+            record = record.model_copy(update={"snippet": render_dispatch_snippet(
+                engine, law_, example, violation, bool(sys.flags.optimize))})
+    return record

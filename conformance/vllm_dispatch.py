@@ -1,0 +1,175 @@
+"""vLLM's MLA router behind :data:`~kvcontract.conformance.dispatch.Router` (spec chapter DISPATCH).
+
+The code under test is vLLM's own: ``MLACommonMetadataBuilder.__init__`` (the
+capability read from the group's layers, ``_init_reorder_batch_threshold``)
+and ``MLACommonMetadataBuilder.build`` (the non-causal checks, then
+``split_decodes_and_prefills`` of ``vllm/v1/attention/backends/utils.py`` with
+``decode_threshold=reorder_batch_threshold`` and
+``require_uniform=(query_len_support != VARLEN)``), from
+``vllm.model_executor.layers.attention.mla_attention``.
+
+It runs on the CPU without an engine, as vLLM's own builder unit tests do: the
+builder is constructed through its real ``__init__`` with a
+``SimpleNamespace`` config (speculative tokens set so that
+``max_decode_query_len`` is the request's decode threshold, no context
+parallelism) and a ``static_forward_context`` holding a target MLA layer and,
+when the group has the capability, a DSpark draft layer marked
+``non_causal_multi_token_decode`` (vLLM 0.34.0 reads the flag from the group's
+layers). The backend's ``query_len_support`` and
+``supports_non_causal_multi_token_decode`` are class variables of a subclass of
+``MLACommonMetadataBuilder``, as in vLLM's tests; ``TritonMLAMetadataBuilder``
+is ``UNIFORM`` with support. One platform detail is patched, only during the
+calls: without an accelerator vLLM's ``PIN_MEMORY`` flag (read from an
+unspecified platform) is set to False, as pinned memory cannot be allocated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+from kvcontract.conformance.engine import EngineUnavailable
+from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
+
+BUILDER_MODULE = "vllm.model_executor.layers.attention.mla_attention"
+PINNED_FLAG_MODULES = (BUILDER_MODULE, "vllm.utils.torch_utils", "vllm.v1.attention.backends.utils")
+
+
+def _import_vllm() -> tuple[Any, Any, Any, Any]:
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    try:
+        import torch
+
+        try:  # import vLLM the way the Triton kernels need it (interpreter without a GPU)
+            from kvcontract.kernels.vllm_triton import load_kernels
+
+            load_kernels()
+        except Exception:  # noqa: BLE001, S110 - the router does not need the kernels
+            pass
+        import importlib
+
+        mla = importlib.import_module(BUILDER_MODULE)
+        backend = importlib.import_module("vllm.v1.attention.backend")
+        interface = importlib.import_module("vllm.v1.kv_cache_interface")
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
+        raise EngineUnavailable(f"vLLM's MLA metadata builder is not importable here: "
+                                f"{type(exc).__name__}: {exc}") from None
+    return torch, mla, backend, interface
+
+
+class VllmRouter:
+    """Routes a :class:`RoutingRequest` with vLLM's ``MLACommonMetadataBuilder.build``."""
+
+    def __init__(self) -> None:
+        self.torch, self.mla, self.backend, self.interface = _import_vllm()
+        import vllm
+
+        self.version = str(getattr(vllm, "__version__", "unknown"))
+        self._builders: dict[tuple[Any, ...], Any] = {}
+
+    @contextlib.contextmanager
+    def _no_pinned_memory(self) -> Iterator[None]:
+        if self.torch.cuda.is_available():
+            yield
+            return
+        import importlib
+
+        modules = [importlib.import_module(m) for m in PINNED_FLAG_MODULES]
+        saved = [getattr(m, "PIN_MEMORY", None) for m in modules]
+        for m in modules:
+            if hasattr(m, "PIN_MEMORY"):
+                setattr(m, "PIN_MEMORY", False)  # noqa: B010 - a module global vLLM reads at call time
+        try:
+            yield
+        finally:
+            for m, value in zip(modules, saved, strict=True):
+                if value is not None:
+                    setattr(m, "PIN_MEMORY", value)  # noqa: B010
+
+    def builder_class(self, support: QueryLenSupport, non_causal: bool) -> type:
+        """A builder class with the backend's routing class variables (as vLLM's tests define them)."""
+        mla = self.mla
+        return type(f"KvcontractMLABuilder_{support.name}_{non_causal}", (mla.MLACommonMetadataBuilder,), {
+            "query_len_support": mla.QueryLenSupport[support.name],
+            "supports_non_causal_multi_token_decode": non_causal,
+        })
+
+    def _layer(self, marked: bool) -> SimpleNamespace:
+        def clone() -> SimpleNamespace:
+            return SimpleNamespace(get_name=lambda: "KVCONTRACT_STUB", prepare_metadata=lambda _m: None)
+
+        return SimpleNamespace(non_causal_multi_token_decode=marked, q_lora_rank=None, kv_lora_rank=512,
+                               qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                               prefill_backend=SimpleNamespace(clone=clone))
+
+    def config(self, decode_threshold: int, context: dict[str, Any]) -> SimpleNamespace:
+        """The part of a VllmConfig the builder reads: speculative tokens give the threshold."""
+        torch = self.torch
+        speculative = None
+        if decode_threshold > 1:
+            speculative = SimpleNamespace(method="dspark", num_speculative_tokens=decode_threshold - 1,
+                                          max_num_new_slots_for_drafting=0)
+        return SimpleNamespace(
+            speculative_config=speculative,
+            parallel_config=SimpleNamespace(decode_context_parallel_size=1, prefill_context_parallel_size=1,
+                                            cp_kv_cache_interleave_size=1),
+            compilation_config=SimpleNamespace(static_forward_context=context),
+            model_config=SimpleNamespace(dtype=torch.bfloat16, max_model_len=4096,
+                                         get_num_attention_heads=lambda _p: 16, get_head_size=lambda: 576),
+            cache_config=SimpleNamespace(cache_dtype="auto", block_size=16),
+            scheduler_config=SimpleNamespace(max_num_seqs=8),
+            attention_config=SimpleNamespace(use_prefill_query_quantization=False,
+                                             trtllm_ragged_backend=None),
+        )
+
+    def builder(self, request: RoutingRequest) -> Any:
+        """vLLM's builder for the request's group and backend, constructed through ``__init__``."""
+        key = (request.query_len_support, request.backend_non_causal, request.capability,
+               request.decode_threshold)
+        if key not in self._builders:
+            context = {"target": self._layer(False), "draft": self._layer(True)}
+            layer_names = ["target", "draft"] if request.capability else ["target"]
+            spec = self.interface.MLAAttentionSpec(
+                block_size=16, num_kv_heads=1, head_size=576, dtype=self.torch.bfloat16, dcp_sharded=False,
+                non_causal_multi_token_decode=request.capability)
+            cls = self.builder_class(request.query_len_support, request.backend_non_causal)
+            with self._no_pinned_memory():
+                self._builders[key] = cls(spec, layer_names, self.config(request.decode_threshold, context),
+                                          self.torch.device("cpu"))
+        return self._builders[key]
+
+    def metadata(self, request: RoutingRequest) -> Any:
+        """The ``CommonAttentionMetadata`` of the invocation (CPU tensors)."""
+        torch = self.torch
+        starts = [0]
+        for n in request.query_lens:
+            starts.append(starts[-1] + n)
+        num_reqs, num_tokens = request.num_reqs, starts[-1]
+        max_pages = max(1, *(-(-s // 16) for s in request.seq_lens))
+        seq_lens = torch.tensor(request.seq_lens, dtype=torch.int32)
+        return self.backend.CommonAttentionMetadata(
+            query_start_loc=torch.tensor(starts, dtype=torch.int32),
+            query_start_loc_cpu=torch.tensor(starts, dtype=torch.int32),
+            seq_lens=seq_lens, num_reqs=num_reqs, num_actual_tokens=num_tokens,
+            max_query_len=max(request.query_lens), max_seq_len=max(request.seq_lens),
+            block_table_tensor=torch.zeros((num_reqs, max_pages), dtype=torch.int32),
+            slot_mapping=torch.arange(num_tokens), causal=request.causal,
+            seq_lens_cpu_upper_bound=seq_lens.clone())
+
+    def route(self, request: RoutingRequest) -> Routing:
+        """vLLM's routing of ``request``; vLLM's exceptions propagate (DISPATCH-NONCAUSAL-1)."""
+        builder = self.builder(request)
+        with self._no_pinned_memory():
+            built = builder.build(0, self.metadata(request))
+        prefill_tokens = 0
+        if built.prefill is not None:
+            prefill_tokens = int(built.prefill.query_start_loc[-1])
+        return Routing(int(built.num_decodes), int(built.num_prefills), int(built.num_decode_tokens),
+                       prefill_tokens)
+
+    def effective_threshold(self, request: RoutingRequest) -> int:
+        """The builder's ``reorder_batch_threshold`` for the request's group (DISPATCH-CAUSAL-1)."""
+        return int(self.builder(request).reorder_batch_threshold)
