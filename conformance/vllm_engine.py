@@ -157,12 +157,14 @@ class VllmEngine:
 
     def grouping_config(self) -> Any:
         """The part of a VllmConfig that default grouping reads: hybrid manager on,
-        no HiSparse, a layer-outermost cache layout."""
+        no HiSparse, no speculative decoding (releases before 0.34 read
+        ``speculative_config`` inside grouping), a layer-outermost cache layout."""
         layout_module = importlib.import_module("vllm.v1.kv_cache_layout")
         layout = next(m for m in layout_module.KVCacheLayout if not m.is_block_outermost)
         return SimpleNamespace(
             scheduler_config=SimpleNamespace(disable_hybrid_kv_cache_manager=False),
             attention_config=None,
+            speculative_config=None,
             cache_config=SimpleNamespace(get_resolved_kv_cache_layout=lambda: layout),
         )
 
@@ -188,9 +190,11 @@ class VllmEngine:
         lines = ["import os", 'os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")',
                  "import torch",
                  f"from vllm.v1.kv_cache_interface import {', '.join(names)}"]
-        if any(k.__name__ in ("MLAAttentionSpec",) for k in kinds):
+        # Enums only where this release has them (0.29.0 has no SparseCacheRole).
+        if any(k.__name__ in ("MLAAttentionSpec",) for k in kinds) and hasattr(self.interface, "SparseCacheRole"):
             lines.append("from vllm.v1.kv_cache_interface import SparseCacheRole")
-        lines.append("from vllm.v1.kv_cache_interface import KVQuantMode")
+        if hasattr(self.interface, "KVQuantMode"):
+            lines.append("from vllm.v1.kv_cache_interface import KVQuantMode")
         if any(k.__name__ == "MambaSpec" for k in kinds):
             lines.append("from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum")
         if self.planning_module:
@@ -228,7 +232,7 @@ class VllmEngine:
         return (
             "get_kv_cache_groups(__import__('types').SimpleNamespace("
             "scheduler_config=__import__('types').SimpleNamespace(disable_hybrid_kv_cache_manager=False), "
-            "attention_config=None, cache_config=__import__('types').SimpleNamespace("
+            "attention_config=None, speculative_config=None, cache_config=__import__('types').SimpleNamespace("
             "get_resolved_kv_cache_layout=lambda: __import__('vllm.v1.kv_cache_layout', "
             f"fromlist=['x']).KVCacheLayout.LBHNC)), dict({table_expr}))"
         )
