@@ -457,9 +457,10 @@ def check_group_union(engine: Engine, ex: Example) -> None:
                         f"members need {need}",
                         GROUP_SETUP + "for names, spec in pairs:\n"
                         f"    need = any(getattr(table[n], {f.name!r}, False) for n in names)\n"
-                        f"    if getattr(spec, {f.name!r}) != need:\n"
+                        f"    have = getattr(spec, {f.name!r})\n"
+                        "    if have != need:\n"
                         f"        raise SystemExit(f'VIOLATION of GROUP-UNION-1: group {{names}} has "
-                        f"{f.name}={{getattr(spec, {f.name!r})}}, members need {{need}}')")
+                        f"{f.name}={{have}}, members need {{need}}')")
 
 
 _NOT_COMPARED = frozenset({"block_size", "page_size_padded"})

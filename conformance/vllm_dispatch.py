@@ -60,6 +60,10 @@ def _import_vllm() -> tuple[Any, Any, Any, Any]:
     return torch, mla, backend, interface
 
 
+SUPPORTED_VERSIONS = ("0.34.0",)
+"""vLLM releases whose MLA metadata builder this adapter knows how to build."""
+
+
 class VllmRouter:
     """Routes a :class:`RoutingRequest` with vLLM's ``MLACommonMetadataBuilder.build``."""
 
@@ -68,6 +72,12 @@ class VllmRouter:
         import vllm
 
         self.version = str(getattr(vllm, "__version__", "unknown"))
+        if self.version not in SUPPORTED_VERSIONS:
+            # The builder's constructor and its config needs change between releases;
+            # driving another release with 0.34.0's recipe fails in the adapter, which
+            # would read as a finding.
+            raise RuntimeError(f"the routing adapter drives vLLM {', '.join(SUPPORTED_VERSIONS)}'s "
+                               f"MLA metadata builder; vLLM {self.version} is not supported")
         self._builders: dict[tuple[Any, ...], Any] = {}
 
     @contextlib.contextmanager
