@@ -1,11 +1,11 @@
-"""A deliberately defective merge whose compatibility check behaves like a bare ``assert``.
+"""A deliberately defective merge whose compatibility check is a bare ``assert``.
 
 This module exists only for the mutant catalogue (``kvcontract.conformance.mutants``,
 mutant ``bare-assert``): it imitates vLLM 0.34.0's ``FullAttentionSpec.merge`` and
 ``MLAAttentionSpec.merge``, which guard agreement with ``assert`` statements that
-``python -O`` removes. The check is written as ``if __debug__: raise AssertionError``,
-which the compiler drops under ``-O`` exactly as it drops an ``assert`` statement, so
-the kit itself holds no ``assert``. Nothing else may import it.
+``python -O`` removes. It is the one place in the kit's library code that holds an
+``assert`` statement, on purpose, and the meta-test that forbids ``assert`` in
+library code exempts this file by name. Nothing else may import it.
 
 The defect violates ERROR-OPTIMIZE-1 (and, under ``-O``, ERROR-DETECT-1,
 ERROR-TYPE-1, ERROR-KIND-1); in the normal interpreter it behaves as the reference.
@@ -35,8 +35,5 @@ def merge_guarded_by_assert(specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
         merged = reference.merge(specs)
     except reference.IncompatibleSpecs as exc:
         merged, problem = dataclasses.replace(specs[0]), str(exc)
-    # The defect under test (ERROR-OPTIMIZE-1): a check that exists only while
-    # __debug__ is true, exactly as an assert statement, so python -O drops it.
-    if __debug__ and problem is not None:
-        raise AssertionError(problem)
+    assert problem is None, problem  # noqa: S101 - the defect under test (ERROR-OPTIMIZE-1)
     return merged
