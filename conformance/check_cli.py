@@ -18,7 +18,7 @@ from kvcontract.conformance.xfails import XfailsError, default_xfails, load_xfai
 
 
 def _usage(message: str) -> Any:
-    from kvcontract.conformance.cli import UsageError
+    from kvcontract.usage import UsageError
 
     return UsageError(message)
 

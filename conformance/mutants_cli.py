@@ -43,7 +43,7 @@ from kvcontract.conformance.runner import OPTIMIZED_TIMEOUT_S, PROFILES
 
 
 def _usage(message: str) -> Exception:
-    from kvcontract.conformance.cli import UsageError
+    from kvcontract.usage import UsageError
 
     return UsageError(message)
 
@@ -259,7 +259,7 @@ def render_catalogue() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m kvcontract.conformance.mutants_cli [options]``: the verb on its own."""
-    from kvcontract.conformance.cli import UsageError
+    from kvcontract.usage import UsageError
 
     class Parser(argparse.ArgumentParser):
         def error(self, message: str) -> None:  # type: ignore[override]

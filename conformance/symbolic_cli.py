@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kvcontract.conformance.cli import UsageError
+    from kvcontract.usage import UsageError
 
     try:
         load_engine(args.engine)

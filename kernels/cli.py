@@ -53,7 +53,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run the ``kernels`` verb; returns the exit code (NUM-DISPATCH-1)."""
-    from kvcontract.conformance.cli import UsageError
+    from kvcontract.usage import UsageError
 
     from .backends import UnknownBackendError, backend_names, get_backend
 

@@ -129,7 +129,7 @@ def test_hung_optimized_pass_is_an_error_not_a_crash():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "kvcontract.conformance.cli", *args],
+    return subprocess.run([sys.executable, "-m", "kvcontract.cli", *args],
                           capture_output=True, text=True, timeout=600)
 
 

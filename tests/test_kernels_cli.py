@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kvcontract.conformance.cli import main
+from kvcontract.cli import main
 from kvcontract.kernels import MODES
 
 
@@ -124,7 +124,7 @@ def test_vllm_triton_backend_prints_its_table(tmp_path: Path) -> None:
     if not _vllm_importable():
         pytest.skip("vLLM's Triton MLA kernels are not importable here")
     report = tmp_path / "vllm.json"
-    command = [sys.executable, "-m", "kvcontract.conformance.cli", "kernels",
+    command = [sys.executable, "-m", "kvcontract.cli", "kernels",
                "--backend", "vllm-triton", "--cases", "1", "--heads", "2,4",
                "--max-seq-len", "48", "--json", str(report)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)

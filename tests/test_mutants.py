@@ -18,7 +18,7 @@ from pathlib import Path
 import kvcontract
 import pytest
 from kvcontract.conformance import mutants_cli
-from kvcontract.conformance.cli import UsageError
+from kvcontract.usage import UsageError
 from kvcontract.conformance.engine import Engine, UnknownEngine, load_engine
 from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, MutantsReport, load_mutant
 from kvcontract.spec import load_catalogue

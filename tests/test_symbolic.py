@@ -38,6 +38,6 @@ def test_vllm_full_attention_block_size_merges_silently_under_O(tmp_path):
 
 def test_symbolic_cli_usage_errors():
     for args in (["--ops", "frobnicate"], ["--budget", "0"]):
-        result = subprocess.run([sys.executable, "-m", "kvcontract.conformance.cli", "symbolic",
+        result = subprocess.run([sys.executable, "-m", "kvcontract.cli", "symbolic",
                                  "--engine", "reference", *args], capture_output=True, text=True)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1

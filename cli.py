@@ -15,6 +15,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from kvcontract.usage import UsageError
+
 # Verb modules, imported lazily so that a verb's heavy imports (torch, an
 # engine) never slow down or break the others.
 VERB_MODULES: tuple[str, ...] = (
@@ -23,10 +25,6 @@ VERB_MODULES: tuple[str, ...] = (
     "kvcontract.conformance.mutants_cli",
     "kvcontract.kernels.cli",
 )
-
-
-class UsageError(Exception):
-    """A problem with how the command was called; reported in one line, exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,7 +55,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the imported module's main, so that verbs raise the same UsageError class.
-    from kvcontract.conformance.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())
