@@ -29,6 +29,7 @@ import sys
 import time
 
 import torch
+
 from kvcontract.kernels import Kind, MLABatch, mla_reference
 
 RANK, ROPE, HEADS = 512, 64, 16

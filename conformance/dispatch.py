@@ -27,6 +27,7 @@ from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
 
 if TYPE_CHECKING:
     import torch
+
     from kvcontract.kernels import Backend, MLABatch
 
 Router = Callable[[RoutingRequest], Routing]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
+
 from kvcontract import reference
 from kvcontract.conformance import strategies as strat
 from kvcontract.conformance.dispatch import Router, needs_router, router_for

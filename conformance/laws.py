@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
+
 from kvcontract import reference
 from kvcontract.conformance import strategies as strat
 from kvcontract.conformance.codec import spec_from_json, spec_to_json

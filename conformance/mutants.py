@@ -29,8 +29,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-import kvcontract
 import pydantic
+
+import kvcontract
 from kvcontract import reference
 from kvcontract.conformance.engine import Engine, EngineGroup, UnknownEngine
 from kvcontract.conformance.reference_engine import ReferenceEngine

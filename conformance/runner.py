@@ -19,8 +19,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import kvcontract
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+
+import kvcontract
 from kvcontract.conformance.engine import Engine, load_engine
 from kvcontract.conformance.laws import (
     DERIVED,

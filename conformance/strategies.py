@@ -20,6 +20,7 @@ from typing import Any
 
 from hypothesis import assume
 from hypothesis import strategies as st
+
 from kvcontract.reference import (
     SPEC_KINDS,
     AnnotationRule,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import pydantic
+
 from kvcontract.reference.dtypes import KVDtype
 from kvcontract.reference.specs import SPEC_KINDS, InvalidSpec, KVCacheSpec
 

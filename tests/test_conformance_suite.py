@@ -10,6 +10,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+
 from kvcontract.conformance import runner
 from kvcontract.conformance.engine import EngineUnavailable, load_engine
 from kvcontract.conformance.laws import LAWS, Example, law, render_snippet

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from kvcontract.conformance.dispatch import GroupSetting, RoutedBackend, router_for
 from kvcontract.conformance.dispatch_mutants import DISPATCH_MUTANTS
 from kvcontract.kernels import CaseSpec, Kind, RequestSpec, build_batch, check_batch, get_backend

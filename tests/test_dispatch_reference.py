@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kvcontract.conformance.dispatch import needs_router, router_for
 from kvcontract.conformance.dispatch_laws import (
     DISPATCH_LAWS,

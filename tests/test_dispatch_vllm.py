@@ -14,6 +14,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+
 from kvcontract.conformance.dispatch import router_for
 from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS, run_dispatch_law
 from kvcontract.conformance.engine import EngineUnavailable, load_engine

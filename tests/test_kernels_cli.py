@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from kvcontract.cli import main
 from kvcontract.kernels import MODES
 

@@ -13,6 +13,7 @@ import warnings
 import pytest
 import torch
 from hypothesis import given, settings
+
 from kvcontract.kernels import CaseSpec, Kind, RequestSpec, build_batch, case_specs, check_batch
 from kvcontract.kernels.vllm_triton import BackendUnavailable, VllmTritonBackend, load_kernels
 

@@ -15,13 +15,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import kvcontract
 import pytest
+
+import kvcontract
 from kvcontract.conformance import mutants_cli
-from kvcontract.usage import UsageError
 from kvcontract.conformance.engine import Engine, UnknownEngine, load_engine
 from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, MutantsReport, load_mutant
 from kvcontract.spec import load_catalogue
+from kvcontract.usage import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 from hypothesis import given
+
 from kvcontract.conformance.strategies import near_misses, specs
 from kvcontract.reference import (
     FullAttentionSpec,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from kvcontract.reference import KVDtype, MLAAttentionSpec
 from kvcontract.reference.schema import (
     LayerTableError,

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from kvcontract.conformance.engine import EngineUnavailable, load_engine
 from kvcontract.conformance.symbolic import run_symbolic
 
