@@ -6,87 +6,108 @@ import argparse
 import sys
 from typing import Any
 
-from kvcontract.conformance.engine import (
-    BUILTIN_ENGINES,
-    EngineUnavailable,
-    UnknownEngine,
-    load_engine,
-)
+from kvcontract.conformance.engine import UnknownEngine
 from kvcontract.conformance.report import render_table, write_json, write_junit
-from kvcontract.conformance.runner import PROFILES, run_check
-from kvcontract.conformance.xfails import XfailsError, default_xfails, load_xfails
-
-
-def _usage(message: str) -> Any:
-    from kvcontract.usage import UsageError
-
-    return UsageError(message)
+from kvcontract.conformance.runner import (
+    CLAUSE_TIMEOUT_S,
+    EXAMPLE_TIMEOUT_S,
+    PROFILES,
+    EngineLoadError,
+    Pass,
+    run_check,
+)
+from kvcontract.conformance.suite import known_clauses
+from kvcontract.conformance.xfails import XfailsError, load_xfails
+from kvcontract.usage import UsageError
 
 
 def register(subparsers: Any) -> None:
-    check = subparsers.add_parser("check", help="run every clause against an engine (normal and -O)")
-    check.add_argument("--engine", required=True, help="builtin name (see `kvcontract engines`) or package.module:factory")
-    check.add_argument("--profile", default="default", choices=sorted(PROFILES))
-    check.add_argument("--optimize", default="both", choices=("off", "on", "both"))
-    check.add_argument("--json", metavar="FILE")
-    check.add_argument("--junit", metavar="FILE")
-    check.add_argument("--seed", type=int, default=0)
+    check = subparsers.add_parser(
+        "check", help="run every clause against an engine (normal and -O)",
+        description="Check an engine against every clause of the contract, in the normal interpreter "
+                    "and under python -O, each in a supervised worker. Every distinct finding "
+                    "(clause x mode x signature) is reported with its repro snippet. Exit 0 when "
+                    "nothing failed, 1 otherwise, 2 on a usage error.")
+    check.add_argument("--engine", required=True,
+                       help="builtin name (see `kvcontract engines`), mutant:<name>, an installed "
+                            "entry point (group kvcontract.engines), or package.module:factory")
+    check.add_argument("--profile", default="default", choices=sorted(PROFILES),
+                       help="quick: the systematic phase only; default: +100 random examples per "
+                            "clause; thorough: +1000 (default: default)")
+    check.add_argument("--optimize", default="both", choices=("off", "on", "both"),
+                       help="interpreter modes: off (normal only), on (python -O only), both (default)")
+    check.add_argument("--json", metavar="FILE", help="write the report as JSON (schema 'check' v2)")
+    check.add_argument("--junit", metavar="FILE", help="write the report as JUnit XML")
+    check.add_argument("--seed", type=int, default=0, help="hypothesis seed of the random phase (default 0)")
     check.add_argument("--xfails", metavar="FILE",
-                       help="expected failures; default: the bundled file for the engine release, if any")
+                       help="expected findings; default: the bundled file for the engine release, if any")
     check.add_argument("--no-xfails", action="store_true", help="report known failures as failures")
     check.add_argument("--clauses", metavar="IDS", help="comma-separated clause IDs (default: all)")
+    check.add_argument("--clause-timeout", type=float, default=CLAUSE_TIMEOUT_S, metavar="S",
+                       help=f"seconds one clause may run before it is stopped (default {CLAUSE_TIMEOUT_S:g})")
+    check.add_argument("--example-timeout", type=float, default=EXAMPLE_TIMEOUT_S, metavar="S",
+                       help="seconds one example may run without progress before the engine counts "
+                            f"as hung (default {EXAMPLE_TIMEOUT_S:g})")
     check.add_argument("--quiet", action="store_true", help="no progress lines")
     check.set_defaults(func=run)
-    engines = subparsers.add_parser("engines", help="list the engines available here, with versions")
+    engines = subparsers.add_parser("engines", help="list the engines available here, with versions",
+                                    description="List the builtin and installed engines, each loaded in a "
+                                                "worker, with its version and bundled expectations.")
     engines.set_defaults(func=list_engines)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        engine = load_engine(args.engine)
-    except UnknownEngine as exc:
-        raise _usage(str(exc)) from None
-    except EngineUnavailable as exc:
-        raise _usage(f"engine {args.engine!r} is not available: {exc}") from None
-    xfails = None
     if args.xfails and args.no_xfails:
-        raise _usage("--xfails and --no-xfails exclude each other")
+        raise UsageError("--xfails and --no-xfails exclude each other")
     if args.xfails:
-        xfails = args.xfails
-    elif not args.no_xfails:
-        found = default_xfails(engine.name, engine.version)
-        xfails = str(found) if found else None
-    if xfails:
         try:
-            load_xfails(xfails)
+            load_xfails(args.xfails)
         except XfailsError as exc:
-            raise _usage(str(exc)) from None
-    clauses = args.clauses.split(",") if args.clauses else None
+            raise UsageError(str(exc)) from None
+    clauses = [c.strip() for c in args.clauses.split(",") if c.strip()] if args.clauses else None
+    if args.clauses is not None and not clauses:
+        raise UsageError("--clauses names no clause")
     if clauses:
-        from kvcontract.conformance.laws import DERIVED, LAWS
-
-        unknown = set(clauses) - {law.clause for law in LAWS} - set(DERIVED)
+        unknown = set(clauses) - known_clauses()
         if unknown:
-            raise _usage(f"no law for clause(s) {', '.join(sorted(unknown))}")
+            raise UsageError(f"no law for clause(s) {', '.join(sorted(unknown))}")
+    if args.clause_timeout <= 0 or args.example_timeout <= 0:
+        raise UsageError("--clause-timeout and --example-timeout must be positive")
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    report = run_check(args.engine, profile=args.profile, seed_value=args.seed, optimize=args.optimize,
-                       xfails=xfails, clauses=clauses, progress=progress)
+    try:
+        report = run_check(args.engine, profile=args.profile, seed_value=args.seed, optimize=args.optimize,
+                           xfails=args.xfails, use_default_xfails=not args.no_xfails, clauses=clauses,
+                           progress=progress, clause_timeout=args.clause_timeout,
+                           example_timeout=args.example_timeout)
+    except EngineLoadError as exc:
+        raise UsageError(f"engine {args.engine!r} cannot be loaded: {exc}") from None
     print(render_table(report))
     if args.json:
         write_json(report, args.json)
     if args.junit:
         write_junit(report, args.junit)
+    if not report.clauses:
+        print("error: no clause was run", file=sys.stderr)
+        return 1
     return 0 if report.ok else 1
 
 
 def list_engines(args: argparse.Namespace) -> int:
-    for name in BUILTIN_ENGINES:
+    from kvcontract.conformance.engine import engine_names
+
+    for name in engine_names():
+        probe = Pass(name, optimized=False, profile="quick", seed_value=0, xfails=None, clauses=[],
+                     progress=None, clause_timeout=CLAUSE_TIMEOUT_S, example_timeout=EXAMPLE_TIMEOUT_S)
         try:
-            engine = load_engine(name)
-        except (UnknownEngine, EngineUnavailable) as exc:
+            info = probe.info()
+        except EngineLoadError as exc:
             print(f"{name:<12} unavailable: {exc}")
             continue
-        found = default_xfails(engine.name, engine.version)
-        note = f" (expectations: {found.name})" if found else ""
-        print(f"{name:<12} {engine.version}{note}")
+        finally:
+            probe.close()
+        note = f" (expectations: {info['expectations'].rsplit('/', 1)[-1]})" if info.get("expectations") else ""
+        print(f"{name:<12} {info['version']}{note}")
     return 0
+
+
+__all__ = ["UnknownEngine", "list_engines", "register", "run"]

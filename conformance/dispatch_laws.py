@@ -7,45 +7,24 @@ without a router skip with a reason. Examples are :class:`DispatchExample`
 (an :class:`~kvcontract.conformance.laws.Example` carrying a routing request);
 violations render as a self-contained repro (:func:`render_dispatch_snippet`).
 
-Wiring into the main suite: ``LAWS = (*MERGE_LAWS, *DISPATCH_LAWS)``, and in
-``runner.run_law`` / ``runner._run_witness`` use the law's ``example_type``
-and ``render`` (see the module's report to the lead).
+The suite (:mod:`kvcontract.conformance.suite`) composes them with the merge laws.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from hypothesis import strategies as st
 
 from kvcontract import reference
 from kvcontract.conformance import strategies as strat
-from kvcontract.conformance.dispatch import Router, needs_router, router_for
-from kvcontract.conformance.engine import Engine
-from kvcontract.conformance.laws import Example, Law, Violation
+from kvcontract.conformance.dispatch import needs_router, router_for
+from kvcontract.conformance.engine import Engine, Router, RoutingEngine
+from kvcontract.conformance.model import Example, KitFailure, Law, Violation, signature
 from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
-from kvcontract.spec import CatalogueError, parse_spec_md
-from kvcontract.spec import clause as catalogue_clause
-
-DRAFT = Path(__file__).resolve().parent.parent / "spec" / "dispatch-draft.md"
-
-
-def _draft_clause(clause_id: str) -> Any:
-    """The clause from the catalogue, or from the chapter draft until it is merged into SPEC.md."""
-    try:
-        return catalogue_clause(clause_id)
-    except CatalogueError:
-        if not DRAFT.exists():
-            raise
-        for c in parse_spec_md(DRAFT.read_text()):
-            if c.id == clause_id:
-                return c
-        raise
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,24 +53,6 @@ class DispatchExample(Example):
             causal=bool(d["causal"]), capability=bool(d["capability"]),
             backend_non_causal=bool(d["backend_non_causal"]), decode_threshold=int(d["decode_threshold"]),
             query_len_support=QueryLenSupport(d["query_len_support"])))
-
-
-@dataclasses.dataclass(frozen=True)
-class DispatchLaw(Law):
-    """A dispatch clause as a property; knows its example type and renders its own repro."""
-
-    example_type: ClassVar[type[Example]] = DispatchExample
-
-    @property
-    def title(self) -> str:
-        return str(_draft_clause(self.clause).title)
-
-    @property
-    def level(self) -> str:
-        return str(_draft_clause(self.clause).level)
-
-    def render(self, engine: Engine, law_: Law, ex: Example, violation: Violation, optimized: bool) -> str:
-        return render_dispatch_snippet(engine, law_, ex, violation, optimized)
 
 
 # -- strategies ---------------------------------------------------------------------------
@@ -167,7 +128,7 @@ def _router(engine: Engine) -> Router:
         used.add("route")  # the mutant hunt's control records which operations a law calls
     router = router_for(engine)
     if router is None:
-        raise RuntimeError(f"{engine.name} offers no router")
+        raise KitFailure(f"{engine.name} offers no router")
     return router
 
 
@@ -186,7 +147,8 @@ def _routed(engine: Engine, request: RoutingRequest, clause: str) -> Routing:
     got = _outcome(engine, request)
     if isinstance(got, Exception):
         raise Violation(f"routing a valid invocation raised {_describe(got)}",
-                        "routing = ROUTE(request)  # raises: the contract routes this invocation")
+                        "routing = ROUTE(request)  # raises: the contract routes this invocation",
+                        _sig(f"raised-{type(got).__name__}", request))
     return got
 
 
@@ -205,6 +167,15 @@ def _rejection_check(clause: str) -> str:
 
 
 # -- checks -----------------------------------------------------------------------------------
+
+def _sig(outcome: str, request: RoutingRequest) -> str:
+    """A dispatch finding's signature: the outcome, the path's query-length support,
+    causal or not, and which of the capability / backend flags were set."""
+    flags = [name for name, on in (("capability", request.capability),
+                                   ("backend_non_causal", request.backend_non_causal)) if on]
+    mode = "causal" if request.causal else "non-causal"
+    return signature(outcome, [f"{request.query_len_support.name}/{mode}"], flags)
+
 
 def _req(ex: Example) -> RoutingRequest:
     request = getattr(ex, "request", None)
@@ -229,7 +200,8 @@ def check_causal(engine: Engine, ex: Example) -> None:
             "if plain != marked:\n"
             "    raise SystemExit(f'VIOLATION of DISPATCH-CAUSAL-1: causal routing {plain.as_tuple()} without '\n"
             "                     f'the capability, {marked.as_tuple()} with it')\n"
-            "print('no violation:', plain.as_tuple())")
+            "print('no violation:', plain.as_tuple())",
+            _sig("capability-changes-causal", request))
 
 
 def check_noncausal(engine: Engine, ex: Example) -> None:
@@ -239,7 +211,7 @@ def check_noncausal(engine: Engine, ex: Example) -> None:
     if isinstance(got, Routing):
         missing = "the group's capability" if not request.capability else "the backend's support"
         raise Violation(f"a non-causal invocation without {missing} was routed: {got.as_tuple()}",
-                        _rejection_check("DISPATCH-NONCAUSAL-1"))
+                        _rejection_check("DISPATCH-NONCAUSAL-1"), _sig("routed", request))
 
 
 def _names_lengths(message: str, lens: tuple[int, ...]) -> bool:
@@ -254,14 +226,14 @@ def check_uniform(engine: Engine, ex: Example) -> None:
     lens = list(request.query_lens)
     if isinstance(got, Routing):
         raise Violation(f"a non-causal invocation with query lengths {lens} was routed: {got.as_tuple()}",
-                        _rejection_check("DISPATCH-UNIFORM-1"))
+                        _rejection_check("DISPATCH-UNIFORM-1"), _sig("routed", request))
     if not _names_lengths(str(got), request.query_lens):
         raise Violation(
             f"the error does not name the query lengths {lens}: {_describe(got)}",
             "try:\n    ROUTE(request)\nexcept Exception as exc:\n"
             f"    if {str(lens)!r} not in str(exc):\n"
             f"        raise SystemExit(f'VIOLATION of DISPATCH-UNIFORM-1: message does not name {lens}: {{exc}}')\n"
-            "    print('no violation:', exc)")
+            "    print('no violation:', exc)", _sig("message-omits-lengths", request))
 
 
 def check_block(engine: Engine, ex: Example) -> None:
@@ -271,7 +243,7 @@ def check_block(engine: Engine, ex: Example) -> None:
     want = Routing(request.num_reqs, 0, request.num_tokens, 0)
     if got != want:
         raise Violation(f"non-causal block routed as {got.as_tuple()}, contract: {want.as_tuple()}",
-                        _expect("DISPATCH-BLOCK-1", want, "non-causal block"))
+                        _expect("DISPATCH-BLOCK-1", want, "non-causal block"), _sig("not-one-block", request))
 
 
 def check_partition(engine: Engine, ex: Example) -> None:
@@ -294,7 +266,7 @@ def check_partition(engine: Engine, ex: Example) -> None:
             "if d + routing.num_prefills != len(lens) or routing.num_decode_tokens + routing.num_prefill_tokens "
             "!= sum(lens) or routing.num_decode_tokens != sum(lens[:d]):\n"
             "    raise SystemExit(f'VIOLATION of DISPATCH-PARTITION-1: {routing.as_tuple()} for query lengths "
-            "{list(lens)}')\nprint('no violation:', routing.as_tuple())")
+            "{list(lens)}')\nprint('no violation:', routing.as_tuple())", _sig("not-a-partition", request))
 
 
 def check_rows(engine: Engine, ex: Example) -> None:
@@ -317,7 +289,7 @@ def check_rows(engine: Engine, ex: Example) -> None:
             f"{1 if request.query_len_support is not QueryLenSupport.VARLEN else len(request.query_lens)}:\n"
             "    raise SystemExit(f'VIOLATION of DISPATCH-ROWS-1: decode requests of lengths '\n"
             f"                     f'{{list(request.query_lens[:routing.num_decodes])}} (threshold {limit})')\n"
-            "print('no violation:', routing.as_tuple())")
+            "print('no violation:', routing.as_tuple())", _sig("decode-path-overrun", request))
 
 
 def check_split(engine: Engine, ex: Example) -> None:
@@ -327,46 +299,16 @@ def check_split(engine: Engine, ex: Example) -> None:
     want = reference.route(request)
     if got != want:
         raise Violation(f"causal routing {got.as_tuple()}, contract: {want.as_tuple()}",
-                        _expect("DISPATCH-SPLIT-1", want, "causal routing"))
-
-
-DISPATCH_LAWS: tuple[Law, ...] = (
-    DispatchLaw("DISPATCH-CAUSAL-1", _causal, check_causal, needs_router),
-    DispatchLaw("DISPATCH-NONCAUSAL-1", _missing_support, check_noncausal, needs_router),
-    DispatchLaw("DISPATCH-UNIFORM-1", _bad_block, check_uniform, needs_router),
-    DispatchLaw("DISPATCH-BLOCK-1", _good_block, check_block, needs_router),
-    DispatchLaw("DISPATCH-PARTITION-1", _valid, check_partition, needs_router),
-    DispatchLaw("DISPATCH-ROWS-1", _causal, check_rows, needs_router),
-    DispatchLaw("DISPATCH-SPLIT-1", _causal, check_split, needs_router),
-)
-"""Every engine-checkable clause of chapter DISPATCH, in draft order."""
-
-
-def dispatch_law(clause_id: str) -> Law:
-    """The dispatch law of ``clause_id``."""
-    for candidate in DISPATCH_LAWS:
-        if candidate.clause == clause_id:
-            return candidate
-    raise KeyError(f"no dispatch law for clause {clause_id!r}")
+                        _expect("DISPATCH-SPLIT-1", want, "causal routing"), _sig("split-differs", request))
 
 
 # -- snippets ---------------------------------------------------------------------------------
 
 def router_source(engine: Engine) -> list[str]:
     """Lines defining ``ROUTE`` for ``engine`` in a repro snippet."""
-    name = engine.name
-    if name.startswith("mutant:dispatch-"):
-        return ["from kvcontract.conformance.dispatch_mutants import DISPATCH_MUTANTS",
-                f"ROUTE = DISPATCH_MUTANTS[{name.removeprefix('mutant:')!r}]().route"]
-    if name == "vllm":
-        return ["# vLLM's MLACommonMetadataBuilder.build (split_decodes_and_prefills), built on the CPU",
-                "from kvcontract.conformance.vllm_dispatch import VllmRouter",
-                "ROUTE = VllmRouter().route"]
-    if name == "reference":
-        return ["from kvcontract.reference import route as ROUTE"]
-    return ["from kvcontract.conformance.engine import load_engine",
-            "from kvcontract.conformance.dispatch import router_for",
-            f"ROUTE = router_for(load_engine({name!r}))"]
+    if isinstance(engine, RoutingEngine):
+        return engine.router_source()
+    return ["raise SystemExit('this engine offers no router')"]
 
 
 def render_request(request: RoutingRequest) -> str:
@@ -383,7 +325,7 @@ def render_dispatch_snippet(engine: Engine, law_: Law, ex: Example, violation: V
     lines = [
         f"# kvcontract repro: {law_.clause} ({law_.title}) on {engine.name} {engine.version}",
         f"# run with: {interpreter} repro.py",
-        f"# finding: {violation.message}",
+        f"# finding [{violation.signature}]: {violation.message}",
         "from kvcontract.reference import QueryLenSupport, RoutingRequest",
         *router_source(engine),
         f"request = {render_request(_req(ex))}",
@@ -392,21 +334,20 @@ def render_dispatch_snippet(engine: Engine, law_: Law, ex: Example, violation: V
     return "\n".join(lines) + "\n"
 
 
-# -- a small runner hook (until the main runner knows example types) ------------------------------
+# -- the laws ------------------------------------------------------------------------------
 
-def run_dispatch_law(engine: Engine, law_: Law, profile: str = "default", seed_value: int = 0) -> Any:
-    """Run one dispatch law like ``runner.run_law`` (search and shrink) and render its repro here.
+def _dispatch_law(clause: str, strategy: Any, check: Any, requires: Any) -> Law:
+    return Law(clause, strategy, check, requires, example_type=DispatchExample,
+               render=render_dispatch_snippet)
 
-    Returns the runner's ``Record``; a failure's snippet is :func:`render_dispatch_snippet`.
-    """
-    from kvcontract.conformance.runner import run_law
 
-    record = run_law(engine, law_, profile, seed_value, None)
-    if record.status == "fail" and record.witness is not None:
-        example = DispatchExample.from_json(record.witness)
-        try:
-            law_.check(engine, example)
-        except Violation as violation:
-            record = record.model_copy(update={"snippet": render_dispatch_snippet(
-                engine, law_, example, violation, bool(sys.flags.optimize))})
-    return record
+DISPATCH_LAWS: tuple[Law, ...] = (
+    _dispatch_law("DISPATCH-CAUSAL-1", _causal, check_causal, needs_router),
+    _dispatch_law("DISPATCH-NONCAUSAL-1", _missing_support, check_noncausal, needs_router),
+    _dispatch_law("DISPATCH-UNIFORM-1", _bad_block, check_uniform, needs_router),
+    _dispatch_law("DISPATCH-BLOCK-1", _good_block, check_block, needs_router),
+    _dispatch_law("DISPATCH-PARTITION-1", _valid, check_partition, needs_router),
+    _dispatch_law("DISPATCH-ROWS-1", _causal, check_rows, needs_router),
+    _dispatch_law("DISPATCH-SPLIT-1", _causal, check_split, needs_router),
+)
+"""Every engine-checkable clause of chapter DISPATCH, in draft order."""

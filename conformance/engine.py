@@ -1,19 +1,31 @@
 """The engine protocol: what an adapter offers the conformance laws.
 
 Adapters are thin: they convert specs and call the engine's own operations.
-All judgement lives in :mod:`kvcontract.conformance.laws`. A third-party
-adapter is named on the command line as ``package.module:factory``, where
-``factory()`` returns an object satisfying :class:`Engine`.
+All judgement lives in the laws (:mod:`kvcontract.conformance.suite`). A
+third-party adapter is named on the command line as
+``package.module:factory``, where ``factory()`` returns an object satisfying
+:class:`Engine`; an installed package can also register adapters under a
+name through the entry-point group ``kvcontract.engines``.
+
+Two protocols:
+
+- :class:`Engine` (required): specs in and out, merge, uniformity, grouping,
+  page size, and the snippets that reproduce a finding with the engine's own
+  classes;
+- :class:`RoutingEngine` (optional): an adapter whose ``router()`` returns a
+  :data:`Router` is checked against chapter DISPATCH; ``router()`` returning
+  None (or no such method) skips those clauses with the reason.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from kvcontract.reference import KVCacheSpec
+from kvcontract.reference import KVCacheSpec, Routing, RoutingRequest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,12 +91,41 @@ class Engine(Protocol):
         """Source turning the engine's groups into ``[(layer_names, spec), ...]``."""
         ...
 
+    def render_page_size(self, obj_expr: str) -> str:
+        """Source computing the engine's page size of the engine object ``obj_expr``."""
+        ...
+
+
+Router = Callable[[RoutingRequest], Routing]
+"""Routes one attention invocation (chapter DISPATCH), or raises for an
+invocation the engine rejects (DISPATCH-NONCAUSAL-1, DISPATCH-UNIFORM-1)."""
+
+
+@runtime_checkable
+class RoutingEngine(Protocol):
+    """An engine whose adapter can route attention invocations (optional).
+
+    ``router()`` returns the engine's router, or None when this engine or
+    release cannot route here (the DISPATCH clauses then skip with
+    ``router_unavailable()``'s reason). ``router_source()`` is Python source
+    lines that define ``ROUTE`` for a repro snippet.
+    """
+
+    def router(self) -> Router | None: ...
+
+    def router_unavailable(self) -> str: ...
+
+    def router_source(self) -> list[str]: ...
+
 
 BUILTIN_ENGINES: dict[str, str] = {
     "reference": "kvcontract.conformance.reference_engine:ReferenceEngine",
     "vllm": "kvcontract.conformance.vllm_engine:VllmEngine",
 }
-"""Engine name -> ``module:factory``. Mutant engines register themselves too."""
+"""Engine name -> ``module:factory``."""
+
+ENTRY_POINT_GROUP = "kvcontract.engines"
+"""Installed packages register engines here: ``name = "package.module:factory"``."""
 
 
 class UnknownEngine(LookupError):
@@ -105,22 +146,28 @@ def _load_factory(target: str) -> Callable[[], Engine]:
     return factory  # type: ignore[no-any-return]
 
 
+def installed_engines() -> dict[str, str]:
+    """Engines registered by installed packages (entry-point group ``kvcontract.engines``)."""
+    found = {}
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found[entry.name] = entry.value
+    return found
+
+
 def engine_names() -> list[str]:
-    """Every engine name the kit knows (builtins and registered mutants)."""
-    return list(BUILTIN_ENGINES)
+    """Every engine name known here: the builtins, then installed ones."""
+    return [*BUILTIN_ENGINES, *(n for n in installed_engines() if n not in BUILTIN_ENGINES)]
 
 
 def load_engine(name: str) -> Engine:
-    """The engine called ``name``: a builtin or ``package.module:factory``.
+    """The engine called ``name``: a builtin, an installed entry point, or
+    ``package.module:factory``. (Mutant names resolve in
+    :mod:`kvcontract.conformance.registry`, which the command lines use.)
 
-    Raises :class:`UnknownEngine` for a name that is neither, and
+    Raises :class:`UnknownEngine` for a name that is none of these, and
     :class:`EngineUnavailable` when the engine cannot be loaded here.
     """
-    if name.startswith("mutant:"):
-        from kvcontract.conformance.mutants import load_mutant
-
-        return load_mutant(name.removeprefix("mutant:"))
-    target = BUILTIN_ENGINES.get(name, name)
+    target = BUILTIN_ENGINES.get(name) or installed_engines().get(name) or name
     if ":" not in target:
         known = ", ".join(engine_names())
         raise UnknownEngine(f"unknown engine {name!r}; known: {known}, or package.module:factory")

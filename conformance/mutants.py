@@ -3,18 +3,16 @@
 A conformance suite is only as good as the bugs it catches. Each mutant here is
 an ordinary engine behind the :class:`~kvcontract.conformance.engine.Engine`
 protocol — the :class:`~kvcontract.conformance.reference_engine.ReferenceEngine`
-with one operation (``merge``, ``is_uniform``, ``group_layers``, the spec
-objects' page size) overridden to carry one defect — so ``kvcontract check
---engine mutant:<name>`` runs the suite against it like against any engine, and
-``kvcontract mutants`` runs it against all of them and reports which clause
-killed each one (:func:`hunt`). A user writes a mutant the same way: subclass
-``ReferenceEngine``, override one operation, set ``name``.
+with one operation (``merge``, ``is_uniform``, ``group_layers``, ``page_size``,
+``route``) overridden to carry one defect — so ``kvcontract check --engine
+mutant:<name>`` runs the suite against it like against any engine, and
+``kvcontract mutants`` (:mod:`~kvcontract.conformance.mutants_cli`) runs it
+against all of them and reports which clause killed each one. A user writes a
+mutant the same way: subclass :class:`Mutant`, override one operation, set
+``key``, register it.
 
-The kill run hunts each mutant to its first failing clause, in SPEC.md order,
-after a control run of the unmutated reference. A law that calls none of the
-operations a mutant overrides is not rerun on it: there the mutant is the
-reference, with the same seed, so the law passes as on the control
-(:func:`mutated_operations`; ``--exhaustive`` runs every law regardless).
+Mutant names resolve in :mod:`kvcontract.conformance.registry`, which only the
+command lines (and their workers) import: no law knows the catalogue.
 
 Every mutant declares ``description`` (its defect, one line), ``imitates`` (the
 real-world change it reproduces, or ``""``) and ``expected_clauses`` (the
@@ -24,16 +22,12 @@ clauses its defect violates; the suite must fail at least one of them).
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal
-
-import pydantic
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import kvcontract
 from kvcontract import reference
-from kvcontract.conformance.engine import Engine, EngineGroup, UnknownEngine
+from kvcontract.conformance.engine import EngineGroup, Router, UnknownEngine
 from kvcontract.conformance.reference_engine import ReferenceEngine
 from kvcontract.reference import (
     SPEC_KINDS,
@@ -42,11 +36,17 @@ from kvcontract.reference import (
     IncompatibleSpecs,
     KVCacheSpec,
     MLAAttentionSpec,
+    QueryLenSupport,
     Role,
+    Routing,
+    RoutingRequest,
     SinkFullAttentionSpec,
     SlidingWindowMLASpec,
     role_of,
 )
+
+SPEC_BLOCK_LEN = 16
+"""The DSpark draft block length the threshold mutant widens the decode path to."""
 
 
 def _names(spec: KVCacheSpec, role: Role) -> list[str]:
@@ -86,6 +86,20 @@ class Mutant(ReferenceEngine):
 
     def render_group_layers(self, table_expr: str) -> str:
         return f"_mutant.group_layers({table_expr})"
+
+    def render_page_size(self, obj_expr: str) -> str:
+        return f"_mutant.page_size({obj_expr})"
+
+    # -- routing: a mutant's router is its ``route`` (the reference's unless overridden)
+    def route(self, request: RoutingRequest) -> Routing:
+        return reference.route(request)
+
+    def router(self) -> Router | None:
+        return self.route
+
+    def router_source(self) -> list[str]:
+        return ["from kvcontract.conformance.mutants import load_mutant",
+                f"ROUTE = load_mutant({self.key!r}).route"]
 
 
 MUTANTS: dict[str, type[Mutant]] = {}
@@ -525,247 +539,93 @@ class FirstLayerSpec(Mutant):
         return [EngineGroup(g.layer_names, unified[g.layer_names[0]]) for g in groups]
 
 
-from kvcontract.conformance.dispatch_mutants import DISPATCH_MUTANTS  # noqa: E402 - needs _register
+# -- routing (chapter DISPATCH) ------------------------------------------------------
 
-for _cls in DISPATCH_MUTANTS.values():
-    _register(_cls)  # type: ignore[arg-type]
+@_register
+class CapabilityThreshold(Mutant):
+    """DISPATCH-CAUSAL-1: the group's capability widens the causal decode path."""
 
+    key = "dispatch-capability-threshold"
+    description = ("the router raises its decode threshold to the spec block length when the group has "
+                   "the non_causal_multi_token_decode capability, for causal invocations too")
+    imitates = ("the engine commit after the seed: MLAAttentionSpec.merge ORs non_causal_multi_token_decode, "
+                "so the target's group got the capability and TritonMLA raised reorder_batch_threshold to "
+                "the spec block length; short prefills and verify blocks went to the one-row decode path "
+                "(NaN logits)")
+    expected_clauses = ("DISPATCH-CAUSAL-1", "DISPATCH-ROWS-1", "DISPATCH-SPLIT-1")
 
-# -- the kill run: the suite against each mutant, to its first failure ----------------------
-
-Mode = Literal["normal", "optimized"]
-Verdict = Literal["killed", "survived", "error"]
-Progress = Callable[[str], None]
-
-OPERATIONS: tuple[str, ...] = ("to_engine", "from_engine", "merge", "is_uniform", "group_layers",
-                               "page_size", "route")
-"""The engine operations the laws call; what a mutant may override."""
-
-CONTROL_NAME = "reference"
-CONTROL_DESCRIPTION = "the reference, unmutated (control: no clause may fail on it)"
-
-
-class _TracedReference(ReferenceEngine):
-    """The reference engine, recording which operations each law calls (the control)."""
-
-    def __init__(self) -> None:
-        self.used: set[str] = set()
-
-    def to_engine(self, spec: KVCacheSpec) -> Any:
-        self.used.add("to_engine")
-        return super().to_engine(spec)
-
-    def from_engine(self, obj: Any) -> KVCacheSpec:
-        self.used.add("from_engine")
-        return super().from_engine(obj)
-
-    def merge(self, objs: Sequence[Any]) -> Any:
-        self.used.add("merge")
-        return super().merge(objs)
-
-    def is_uniform(self, objs_by_layer: Mapping[str, Any]) -> bool:
-        self.used.add("is_uniform")
-        return super().is_uniform(objs_by_layer)
-
-    def group_layers(self, objs_by_layer: Mapping[str, Any]) -> list[EngineGroup]:
-        self.used.add("group_layers")
-        return super().group_layers(objs_by_layer)
-
-    def page_size(self, obj: Any) -> int:
-        self.used.add("page_size")
-        return super().page_size(obj)
+    def route(self, request: RoutingRequest) -> Routing:
+        if not (request.causal and request.capability):
+            return reference.route(request)
+        threshold = max(reference.decode_threshold_of(request), SPEC_BLOCK_LEN)
+        support = request.query_len_support
+        if support is QueryLenSupport.SINGLE_ONLY:
+            support = QueryLenSupport.UNIFORM  # a one-row path widened: same-length requests only
+        return reference.route(dataclasses.replace(request, decode_threshold=threshold,
+                                                   query_len_support=support))
 
 
-def mutated_operations(engine: Engine) -> frozenset[str] | None:
-    """The operations in which ``engine`` differs from the reference engine, or
-    None when that cannot be told (not a ``ReferenceEngine``, or it changes what
-    the laws draw or skip)."""
-    if not isinstance(engine, ReferenceEngine) or any(op in vars(engine) for op in OPERATIONS):
-        return None
-    cls = type(engine)
-    if engine.supports_empty_merge != ReferenceEngine.supports_empty_merge or any(
-            getattr(cls, n) is not getattr(ReferenceEngine, n)
-            for n in ("unsupported_kinds", "unsupported_fields")):
-        return None
-    return frozenset(op for op in OPERATIONS
-                     if getattr(cls, op, None) is not getattr(ReferenceEngine, op, None))
+@_register
+class NonTrailingPadding(Mutant):
+    """DISPATCH-UNIFORM-1: zero-length requests are accepted anywhere in a non-causal block."""
+
+    key = "dispatch-nontrailing-padding"
+    description = "a non-causal block's uniformity is checked over its non-empty requests only"
+    imitates = ""
+    expected_clauses = ("DISPATCH-UNIFORM-1",)
+
+    def route(self, request: RoutingRequest) -> Routing:
+        if not request.causal and request.capability and request.backend_non_causal:
+            active = {n for n in request.query_lens if n > 0}
+            if len(active) == 1:
+                return Routing(request.num_reqs, 0, request.num_tokens, 0)
+        return reference.route(request)
 
 
-class ModeOutcome(pydantic.BaseModel):
-    """The suite against one engine in one interpreter mode."""
+@_register
+class IgnoresCapability(Mutant):
+    """DISPATCH-NONCAUSAL-1: a non-causal invocation is served when only the backend supports it."""
 
-    mode: Mode
-    status: Verdict
-    clauses: list[str] = []
-    """Failing clauses: the first one (every one, when exhaustive)."""
-    seconds: float = 0.0
-    """Time to the first failure; the whole pass when nothing failed."""
-    laws_run: int = 0
-    passed: list[str] = []
-    """Clauses that held (or were skipped by their law), including the unaffected ones."""
-    unaffected: list[str] = []
-    """Clauses not rerun: their law calls no mutated operation, and the control passes it."""
-    message: str = ""
-    snippet: str = ""
-    witness: dict[str, Any] | None = None
-    errors: list[str] = []
-    """``CLAUSE: message`` of laws that could not judge (status error)."""
+    key = "dispatch-ignores-capability"
+    description = "a non-causal invocation is routed when the backend supports it, whatever the group advertises"
+    imitates = ""
+    expected_clauses = ("DISPATCH-NONCAUSAL-1",)
+
+    def route(self, request: RoutingRequest) -> Routing:
+        if not request.causal and request.backend_non_causal:
+            return reference.route(dataclasses.replace(request, capability=True))
+        return reference.route(request)
 
 
-def _mode_name() -> Mode:
-    return "optimized" if sys.flags.optimize else "normal"
+@_register
+class NonCausalSplit(Mutant):
+    """DISPATCH-BLOCK-1: a non-causal invocation is split by the causal threshold."""
+
+    key = "dispatch-noncausal-split"
+    description = "a valid non-causal block is split like a causal batch (long blocks go to the prefill path)"
+    imitates = ""
+    expected_clauses = ("DISPATCH-BLOCK-1",)
+
+    def route(self, request: RoutingRequest) -> Routing:
+        routing = reference.route(request)
+        if not request.causal:
+            return reference.route(dataclasses.replace(request, causal=True))
+        return routing
 
 
-def hunt(engine: Engine, *, profile: str = "default", seed_value: int = 0, exhaustive: bool = False,
-         baseline: Mapping[str, frozenset[str]] | None = None,
-         trace: dict[str, frozenset[str]] | None = None) -> ModeOutcome:
-    """Run the laws against ``engine`` in this interpreter, in SPEC.md order, to
-    the first failing clause (every clause when ``exhaustive``).
+@_register
+class PaddingUncounted(Mutant):
+    """DISPATCH-PARTITION-1: trailing padding requests are routed nowhere."""
 
-    ``baseline`` (clause -> operations its law called on the control, for the
-    clauses the control passed) lets the hunt skip a law that calls none of the
-    operations the mutant changes: there the mutant *is* the reference, with the
-    same seed, so the law passes as on the control. ``trace``, when given, is
-    filled with that map for ``engine`` (an engine that records ``used``).
-    """
-    from kvcontract.conformance.laws import LAWS
-    from kvcontract.conformance.runner import run_law
+    key = "dispatch-padding-uncounted"
+    description = "trailing zero-length padding requests are counted neither as decodes nor as prefills"
+    imitates = ""
+    expected_clauses = ("DISPATCH-PARTITION-1", "DISPATCH-BLOCK-1")
 
-    mutated = None if exhaustive or baseline is None else mutated_operations(engine)
-    start = time.perf_counter()
-    failed, passed, unaffected, errors = [], [], [], []
-    first_failure: float | None = None
-    for law in LAWS:
-        if mutated is not None and baseline is not None and law.clause in baseline \
-                and not baseline[law.clause] & mutated:
-            unaffected.append(law.clause)
-            continue
-        if trace is not None:
-            engine.used = set()  # type: ignore[attr-defined]
-        record = run_law(engine, law, profile, seed_value, None)
-        if record.status == "fail":
-            failed.append(record)
-            if first_failure is None:
-                first_failure = time.perf_counter() - start
-        elif record.status == "error":
-            errors.append(record)
-        else:
-            passed.append(law.clause)
-            if trace is not None:
-                trace[law.clause] = frozenset(engine.used)  # type: ignore[attr-defined]
-        if (failed or errors) and not exhaustive:
-            break
-    total = time.perf_counter() - start
-    status: Verdict = "killed" if failed else "error" if errors else "survived"
-    head = failed[0] if failed else errors[0] if errors else None
-    return ModeOutcome(
-        mode=_mode_name(), status=status, clauses=[r.clause for r in failed],
-        seconds=round(first_failure if first_failure is not None else total, 3),
-        laws_run=len(failed) + len(passed) + len(errors),
-        passed=sorted([*passed, *unaffected], key=[law.clause for law in LAWS].index),
-        unaffected=unaffected,
-        message=head.message if head else "", snippet=head.snippet if head else "",
-        witness=head.witness if head else None,
-        errors=[f"{r.clause}: {r.message}" for r in errors])
-
-
-def hunt_all(names: Sequence[str], *, profile: str = "default", seed_value: int = 0,
-             exhaustive: bool = False, progress: Progress | None = None) -> dict[str, ModeOutcome]:
-    """The control, then every mutant in ``names``, in this interpreter.
-
-    The control (the reference) runs every law; the laws it passes, with the
-    operations each called, are the baseline that lets each mutant's hunt skip
-    the laws its defect cannot reach (:func:`hunt`).
-    """
-    trace: dict[str, frozenset[str]] = {}
-    control = hunt(_TracedReference(), profile=profile, seed_value=seed_value, exhaustive=True,
-                   trace=trace)
-    outcomes = {CONTROL_NAME: control}
-    if progress:
-        progress(_progress_line(CONTROL_NAME, control))
-    for name in names:
-        outcome = hunt(load_mutant(name), profile=profile, seed_value=seed_value,
-                       exhaustive=exhaustive, baseline=trace)
-        outcomes[name] = outcome
-        if progress:
-            progress(_progress_line(name, outcome))
-    return outcomes
-
-
-def _progress_line(name: str, o: ModeOutcome) -> str:
-    what = f"{o.status} by {', '.join(o.clauses)}" if o.clauses else o.status
-    return f"[{o.mode}] {name}: {what} ({o.seconds:.2f}s, {o.laws_run} laws run)"
-
-
-class MutantResult(pydantic.BaseModel):
-    """One mutant (or the control) across the modes."""
-
-    mutant: str
-    engine: str
-    description: str
-    imitates: str
-    expected_clauses: list[str]
-    known_gap: str = ""
-    verdict: Verdict
-    killed_by: list[str]
-    """Clauses that failed, in SPEC.md order (ERROR-OPTIMIZE-1 too when a clause
-    held normally but failed under -O)."""
-    killed_in: list[Mode]
-    seconds: float | None
-    """Time to the first failure, in the first mode that killed it."""
-    outcomes: list[ModeOutcome]
-
-
-def combine(name: str, outcomes: Sequence[ModeOutcome]) -> MutantResult:
-    """One result from the per-mode outcomes of mutant ``name`` (or the control)."""
-    from kvcontract.conformance.laws import DERIVED, LAWS
-
-    by_mode = {o.mode: o for o in outcomes}
-    normal, optimized = by_mode.get("normal"), by_mode.get("optimized")
-    if normal is not None and optimized is not None and optimized.status == "killed":
-        for derived, sources in DERIVED.items():
-            if any(c in sources and c in normal.passed for c in optimized.clauses) \
-                    and derived not in optimized.clauses:
-                by_mode["optimized"] = optimized.model_copy(
-                    update={"clauses": [*optimized.clauses, derived]})
-    ordered = [by_mode[m] for m in ("normal", "optimized") if m in by_mode]
-    order = {law.clause: i for i, law in enumerate(LAWS)}
-    killing = [o for o in ordered if o.status == "killed"]
-    verdict: Verdict = ("killed" if killing else
-                        "error" if any(o.status == "error" for o in ordered) else "survived")
-    if name == CONTROL_NAME:
-        engine, description, imitates, expected, gap = CONTROL_NAME, CONTROL_DESCRIPTION, "", [], ""
-    else:
-        cls = mutant_class(name)
-        engine, description, imitates, gap = cls.name, cls.description, cls.imitates, cls.gap
-        expected = list(cls.expected_clauses)
-    return MutantResult(
-        mutant=name, engine=engine, description=description, imitates=imitates,
-        expected_clauses=expected, known_gap=gap, verdict=verdict,
-        killed_by=sorted({c for o in killing for c in o.clauses},
-                         key=lambda c: order.get(c, len(order))),
-        killed_in=[o.mode for o in killing],
-        seconds=killing[0].seconds if killing else None, outcomes=ordered)
-
-
-class MutantsReport(pydantic.BaseModel):
-    """A whole ``kvcontract mutants`` run (``schema_version`` "1")."""
-
-    schema_version: str = "1"
-    kvcontract_version: str
-    profile: str
-    seed: int
-    modes: list[Mode]
-    exhaustive: bool
-    mutants: list[MutantResult]
-    control: MutantResult
-    seconds: float
-
-    @property
-    def survivors(self) -> list[str]:
-        return [m.mutant for m in self.mutants if m.verdict == "survived"]
-
-    @property
-    def ok(self) -> bool:
-        """Every mutant killed, and the control not."""
-        return all(m.verdict == "killed" for m in self.mutants) and self.control.verdict == "survived"
+    def route(self, request: RoutingRequest) -> Routing:
+        routing = reference.route(request)
+        lens = request.query_lens
+        padding = len(lens) - max((r + 1 for r, n in enumerate(lens) if n > 0), default=0)
+        if routing.num_prefills:
+            return dataclasses.replace(routing, num_prefills=routing.num_prefills - padding)
+        return dataclasses.replace(routing, num_decodes=routing.num_decodes - padding)

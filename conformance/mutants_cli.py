@@ -2,59 +2,276 @@
 engines that are wrong.
 
 Each mutant (:mod:`kvcontract.conformance.mutants`) is the reference with one
-realistic defect. The run hunts every mutant, in this interpreter and under
-``python -O`` (one subprocess for all of them, in parallel with this one), to its
-first failing clause, and prints one row per mutant: killed or survived, the
-clause(s) that killed it, in which mode, and the time to the first failure. The
-unmutated reference runs first in each mode as the control: no clause may fail
-on it. Exit codes: 0 every mutant killed and the control clean, 1 otherwise,
-2 usage error.
+realistic defect. The run hunts every mutant to its first failing clause, in
+this interpreter's mode and under ``python -O`` (each mode in its own
+supervised worker, concurrently), and prints one row per mutant: killed or
+survived, the clause(s) that killed it, in which mode, and the time to the
+first failure. The unmutated reference runs first in each mode as the
+control: no clause may fail on it. A clause whose law calls none of the
+operations a mutant overrides is not rerun on it (there the mutant is the
+reference); ``--exhaustive`` runs every clause on every mutant.
+
+Exit codes: 0 every mutant killed and the control clean, 1 otherwise, 2 usage error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
+import threading
 import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import pydantic
 
 import kvcontract
-from kvcontract.conformance.mutants import (
-    CONTROL_NAME,
-    KNOWN_SURVIVORS,
-    MUTANTS,
-    Mode,
-    ModeOutcome,
-    MutantResult,
-    MutantsReport,
-    Progress,
-    combine,
-    hunt_all,
-    mutant_class,
+from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, Mutant, mutant_class
+from kvcontract.conformance.reference_engine import ReferenceEngine
+from kvcontract.conformance.runner import (
+    CLAUSE_TIMEOUT_S,
+    EXAMPLE_TIMEOUT_S,
+    PROFILES,
+    failure_record,
 )
-from kvcontract.conformance.report import write_atomic
-from kvcontract.conformance.runner import OPTIMIZED_TIMEOUT_S, PROFILES
+from kvcontract.conformance.suite import CLAUSE_ORDER, DERIVED, LAWS
+from kvcontract.conformance.worker import Worker
+from kvcontract.reports import ReportHeader, write_atomic
+from kvcontract.usage import UsageError
+
+Mode = Literal["normal", "optimized"]
+Verdict = Literal["killed", "survived", "error"]
+Progress = Callable[[str], None]
+
+CONTROL_NAME = "reference"
+CONTROL_DESCRIPTION = "the reference, unmutated (control: no clause may fail on it)"
+
+OPERATIONS: tuple[str, ...] = ("to_engine", "from_engine", "merge", "is_uniform", "group_layers",
+                               "page_size", "route", "router")
+"""The engine operations the laws call; what a mutant may override."""
+
+CHAPTER_OPERATIONS: dict[str, frozenset[str]] = {
+    "MERGE": frozenset({"to_engine", "from_engine", "merge", "page_size"}),
+    "ERROR": frozenset({"to_engine", "from_engine", "merge"}),
+    "UNIFORM": frozenset({"to_engine", "is_uniform"}),
+    "GROUP": frozenset({"to_engine", "from_engine", "group_layers", "page_size"}),
+    "DISPATCH": frozenset({"route", "router"}),
+}
+"""The operations each chapter's laws call (the chapter is the clause ID's prefix)."""
 
 
-def _usage(message: str) -> Exception:
-    from kvcontract.usage import UsageError
+def mutated_operations(cls: type[Mutant]) -> frozenset[str] | None:
+    """The operations in which mutant ``cls`` differs from the reference engine, or
+    None when it changes what the laws draw or skip (then every clause runs)."""
+    if cls.supports_empty_merge != ReferenceEngine.supports_empty_merge or any(
+            getattr(cls, n) is not getattr(ReferenceEngine, n)
+            for n in ("unsupported_kinds", "unsupported_fields")):
+        return None
+    return frozenset(op for op in OPERATIONS
+                     if getattr(cls, op, None) is not getattr(Mutant, op, getattr(ReferenceEngine, op, None)))
 
-    return UsageError(message)
+
+def affected(clause: str, mutated: frozenset[str] | None) -> bool:
+    if mutated is None:
+        return True
+    return bool(CHAPTER_OPERATIONS.get(clause.split("-", 1)[0], frozenset(OPERATIONS)) & mutated)
+
+
+class ModeOutcome(pydantic.BaseModel):
+    """The suite against one engine in one interpreter mode."""
+
+    mode: Mode
+    status: Verdict
+    clauses: list[str] = []
+    """Failing clauses: the first one (every one, when exhaustive)."""
+    signatures: list[str] = []
+    seconds: float = 0.0
+    """Time to the first failure; the whole pass when nothing failed."""
+    laws_run: int = 0
+    passed: list[str] = []
+    """Clauses that held (or were skipped by their law), including the unaffected ones."""
+    unaffected: list[str] = []
+    message: str = ""
+    snippet: str = ""
+    witness: dict[str, Any] | None = None
+    errors: list[str] = []
+    """``CLAUSE: message`` of laws that could not judge (status error)."""
+
+
+class MutantResult(pydantic.BaseModel):
+    """One mutant (or the control) across the modes."""
+
+    mutant: str
+    engine: str
+    description: str
+    imitates: str
+    expected_clauses: list[str]
+    known_gap: str = ""
+    verdict: Verdict
+    killed_by: list[str]
+    killed_in: list[Mode]
+    seconds: float | None
+    outcomes: list[ModeOutcome]
+
+
+class MutantsReport(ReportHeader):
+    """A whole ``kvcontract mutants`` run (schema ``mutants`` version 2)."""
+
+    schema_version: str = "2"
+    kind: str = "mutants"
+    modes: list[Mode]
+    exhaustive: bool
+    mutants: list[MutantResult]
+    control: MutantResult
+    seconds: float
+
+    @property
+    def survivors(self) -> list[str]:
+        return [m.mutant for m in self.mutants if m.verdict == "survived"]
+
+    @property
+    def ok(self) -> bool:
+        """Every mutant killed, and the control not."""
+        return all(m.verdict == "killed" for m in self.mutants) and self.control.verdict == "survived"
+
+
+# -- the hunt, supervised ----------------------------------------------------------------
+
+
+def hunt(worker: Worker, engine: str, mode: Mode, *, profile: str, seed_value: int, exhaustive: bool,
+         mutated: frozenset[str] | None, clause_timeout: float = CLAUSE_TIMEOUT_S,
+         example_timeout: float = EXAMPLE_TIMEOUT_S) -> ModeOutcome:
+    """Run the laws against ``engine`` in ``worker``, in SPEC.md order, to the first
+    failing clause (every clause when ``exhaustive``)."""
+    start = time.perf_counter()
+    failed: list[Any] = []
+    passed: list[str] = []
+    unaffected: list[str] = []
+    errors: list[Any] = []
+    first_failure: float | None = None
+    for law_ in LAWS:
+        if not exhaustive and not affected(law_.clause, mutated):
+            unaffected.append(law_.clause)
+            continue
+        result = worker.run("kvcontract.conformance.runner:law_task",
+                            {"engine": engine, "clause": law_.clause, "profile": profile,
+                             "seed": seed_value, "xfails": None},
+                            timeout=clause_timeout, heartbeat=example_timeout)
+        records = ([r for r in result.value["records"]] if result.ok
+                   else [failure_record(law_.clause, mode, result).model_dump()])
+        fails = [r for r in records if r["status"] == "fail"]
+        errs = [r for r in records if r["status"] == "error"]
+        if fails:
+            failed += fails
+            if first_failure is None:
+                first_failure = time.perf_counter() - start
+        elif errs:
+            errors += errs
+        else:
+            passed.append(law_.clause)
+        if (failed or errors) and not exhaustive:
+            break
+    total = time.perf_counter() - start
+    status: Verdict = "killed" if failed else "error" if errors else "survived"
+    head = failed[0] if failed else errors[0] if errors else None
+    clauses = list(dict.fromkeys(r["clause"] for r in failed))
+    return ModeOutcome(
+        mode=mode, status=status, clauses=clauses, signatures=[r["signature"] for r in failed],
+        seconds=round(first_failure if first_failure is not None else total, 3),
+        laws_run=len(clauses) + len(passed) + len({r["clause"] for r in errors}),
+        passed=sorted([*passed, *unaffected], key=CLAUSE_ORDER.__getitem__), unaffected=unaffected,
+        message=head["message"] if head else "", snippet=head.get("snippet", "") if head else "",
+        witness=head.get("witness") if head else None,
+        errors=[f"{r['clause']}: {r['message']}" for r in errors])
+
+
+def _hunt_mode(mode: Mode, names: Sequence[str], out: dict[str, ModeOutcome], *, profile: str,
+               seed_value: int, exhaustive: bool, progress: Progress | None) -> None:
+    with Worker(optimized=mode == "optimized") as worker:
+        for name in [CONTROL_NAME, *names]:
+            engine = CONTROL_NAME if name == CONTROL_NAME else f"mutant:{name}"
+            mutated = frozenset() if name == CONTROL_NAME else mutated_operations(mutant_class(name))
+            outcome = hunt(worker, engine, mode, profile=profile, seed_value=seed_value,
+                           exhaustive=exhaustive or name == CONTROL_NAME, mutated=mutated)
+            out[name] = outcome
+            if progress:
+                what = f"{outcome.status} by {', '.join(outcome.clauses)}" if outcome.clauses else outcome.status
+                progress(f"[{mode}] {name}: {what} ({outcome.seconds:.2f}s, {outcome.laws_run} laws run)")
+
+
+def combine(name: str, outcomes: Sequence[ModeOutcome]) -> MutantResult:
+    """One result from the per-mode outcomes of mutant ``name`` (or the control)."""
+    by_mode = {o.mode: o for o in outcomes}
+    normal, optimized = by_mode.get("normal"), by_mode.get("optimized")
+    if normal is not None and optimized is not None and optimized.status == "killed":
+        for derived, sources in DERIVED.items():
+            if any(c in sources and c in normal.passed for c in optimized.clauses) \
+                    and derived not in optimized.clauses:
+                by_mode["optimized"] = optimized.model_copy(
+                    update={"clauses": [*optimized.clauses, derived]})
+    ordered = [by_mode[m] for m in ("normal", "optimized") if m in by_mode]
+    order = dict(CLAUSE_ORDER)
+    killing = [o for o in ordered if o.status == "killed"]
+    verdict: Verdict = ("killed" if killing else
+                        "error" if any(o.status == "error" for o in ordered) else "survived")
+    if name == CONTROL_NAME:
+        engine, description, imitates, expected, gap = CONTROL_NAME, CONTROL_DESCRIPTION, "", [], ""
+    else:
+        cls = mutant_class(name)
+        engine, description, imitates, gap = f"mutant:{cls.key}", cls.description, cls.imitates, cls.gap
+        expected = list(cls.expected_clauses)
+    return MutantResult(
+        mutant=name, engine=engine, description=description, imitates=imitates,
+        expected_clauses=expected, known_gap=gap, verdict=verdict,
+        killed_by=sorted({c for o in killing for c in o.clauses}, key=lambda c: order.get(c, len(order))),
+        killed_in=[o.mode for o in killing],
+        seconds=killing[0].seconds if killing else None, outcomes=ordered)
+
+
+def run_mutants(names: Sequence[str] | None = None, *, profile: str = "default", seed_value: int = 0,
+                optimize: str = "both", exhaustive: bool = False,
+                progress: Progress | None = None) -> MutantsReport:
+    """Hunt every mutant in ``names`` (default: the catalogue) in the modes of
+    ``optimize`` (off/on/both), with the control, and combine the outcomes."""
+    names = list(MUTANTS) if names is None else [n.removeprefix("mutant:") for n in names]
+    for name in names:
+        mutant_class(name)
+    start = time.perf_counter()
+    modes: list[Mode] = [m for m, on in (("normal", optimize in ("off", "both")),
+                                         ("optimized", optimize in ("on", "both"))) if on]
+    per_mode: dict[Mode, dict[str, ModeOutcome]] = {m: {} for m in modes}
+    threads = [threading.Thread(target=_hunt_mode, args=(m, names, per_mode[m]),
+                                kwargs={"profile": profile, "seed_value": seed_value, "exhaustive": exhaustive,
+                                        "progress": progress}) for m in modes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results = {n: combine(n, [per_mode[m][n] for m in modes if n in per_mode[m]])
+               for n in [CONTROL_NAME, *names]}
+    return MutantsReport(
+        kit_version=kvcontract.__version__, engine="mutant catalogue", engine_version=kvcontract.__version__,
+        profile=profile, seed=seed_value, modes=modes, exhaustive=exhaustive,
+        mutants=[results[n] for n in names], control=results[CONTROL_NAME],
+        seconds=round(time.perf_counter() - start, 3))
+
+
+# -- the verb ----------------------------------------------------------------------------
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "mutants", help="run the suite against the mutant catalogue; every mutant must be killed")
-    p.add_argument("--profile", default="default", choices=sorted(PROFILES))
-    p.add_argument("--optimize", default="both", choices=("off", "on", "both"))
-    p.add_argument("--json", metavar="FILE")
-    p.add_argument("--seed", type=int, default=0)
+        "mutants", help="run the suite against the mutant catalogue; every mutant must be killed",
+        description="Hunt each catalogue mutant (the reference with one realistic defect) to its first "
+                    "failing clause, in both interpreter modes, after a control run of the reference. "
+                    "Exit 0 when every mutant is killed and the control is clean, 1 otherwise.")
+    p.add_argument("--profile", default="default", choices=sorted(PROFILES),
+                   help="examples per clause: quick (systematic phase only), default (+100 random), "
+                        "thorough (+1000 random); default: default")
+    p.add_argument("--optimize", default="both", choices=("off", "on", "both"),
+                   help="interpreter modes: off (normal), on (python -O), both (default)")
+    p.add_argument("--json", metavar="FILE", help="write the report as JSON (schema 'mutants' v2)")
+    p.add_argument("--seed", type=int, default=0, help="hypothesis seed of the random phase (default 0)")
     p.add_argument("--mutants", metavar="NAMES",
                    help="comma-separated mutant names (default: the catalogue; see --list)")
     p.add_argument("--exhaustive", action="store_true",
@@ -70,124 +287,26 @@ def _selected(spec: str | None) -> list[str]:
     names = [n.strip().removeprefix("mutant:") for n in spec.split(",") if n.strip()]
     unknown = [n for n in names if n not in MUTANTS and n not in KNOWN_SURVIVORS]
     if unknown or not names:
-        raise _usage(f"unknown mutant(s) {', '.join(unknown) or repr(spec)}; known: "
-                     f"{', '.join([*MUTANTS, *KNOWN_SURVIVORS])}")
+        raise UsageError(f"unknown mutant(s) {', '.join(unknown) or repr(spec)}; known: "
+                         f"{', '.join([*MUTANTS, *KNOWN_SURVIVORS])}")
     return list(dict.fromkeys(names))
 
 
 def run(args: argparse.Namespace) -> int:
-    names = _selected(getattr(args, "mutants", None))
-    if getattr(args, "list", False):
+    names = _selected(args.mutants)
+    if args.list:
         print(render_catalogue())
         return 0
-    optimize = getattr(args, "optimize", "both")
-    if sys.flags.optimize and optimize != "on":
-        raise _usage("kvcontract mutants needs a normal interpreter (this one runs with -O); "
-                     "or pass --optimize on")
-    quiet = getattr(args, "quiet", False)
-    report = run_mutants(names, profile=getattr(args, "profile", "default"),
-                         seed_value=getattr(args, "seed", 0), optimize=optimize,
-                         exhaustive=getattr(args, "exhaustive", False),
-                         progress=None if quiet else _stderr)
+    report = run_mutants(names, profile=args.profile, seed_value=args.seed, optimize=args.optimize,
+                         exhaustive=args.exhaustive, progress=None if args.quiet else _stderr)
     print(render_table(report))
-    if getattr(args, "json", None):
+    if args.json:
         write_atomic(args.json, report.model_dump_json(indent=2) + "\n")
     return 0 if report.ok else 1
 
 
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-# -- the run: this interpreter and one python -O subprocess, in parallel -------------------
-
-
-def run_mutants(names: Sequence[str] | None = None, *, profile: str = "default", seed_value: int = 0,
-                optimize: str = "both", exhaustive: bool = False, progress: Progress | None = None,
-                timeout: float = OPTIMIZED_TIMEOUT_S) -> MutantsReport:
-    """Hunt every mutant in ``names`` (default: the catalogue) in the modes of
-    ``optimize`` (off/on/both), with the control, and combine the outcomes."""
-    names = list(MUTANTS) if names is None else [n.removeprefix("mutant:") for n in names]
-    for name in names:
-        mutant_class(name)
-    start = time.perf_counter()
-    modes: list[Mode] = []
-    per_mode: dict[str, list[ModeOutcome]] = {n: [] for n in [CONTROL_NAME, *names]}
-    with tempfile.TemporaryDirectory(prefix="kvcontract-mutants-") as tmp:
-        worker = None
-        if optimize in ("on", "both"):
-            worker = _start_worker(names, profile, seed_value, exhaustive, Path(tmp), progress)
-        if optimize in ("off", "both"):
-            modes.append("normal")
-            for name, outcome in hunt_all(names, profile=profile, seed_value=seed_value,
-                                          exhaustive=exhaustive, progress=progress).items():
-                per_mode[name].append(outcome)
-        if worker is not None:
-            modes.append("optimized")
-            remaining = max(timeout - (time.perf_counter() - start), 1.0)
-            for name, outcome in _finish_worker(worker, Path(tmp), [CONTROL_NAME, *names],
-                                                remaining).items():
-                per_mode[name].append(outcome)
-    results = {name: combine(name, outcomes) for name, outcomes in per_mode.items()}
-    return MutantsReport(
-        kvcontract_version=kvcontract.__version__, profile=profile, seed=seed_value, modes=modes,
-        exhaustive=exhaustive, mutants=[results[n] for n in names], control=results[CONTROL_NAME],
-        seconds=round(time.perf_counter() - start, 3))
-
-
-def _start_worker(names: Sequence[str], profile: str, seed_value: int, exhaustive: bool, tmp: Path,
-                  progress: Progress | None) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-O", "-m", "kvcontract.conformance.mutants_cli", "--worker",
-           "--profile", profile, "--seed", str(seed_value), "--out", str(tmp / "optimized.json")]
-    if names:
-        cmd += ["--mutants", ",".join(names)]
-    if exhaustive:
-        cmd.append("--exhaustive")
-    stderr = None if progress else (tmp / "stderr.txt").open("w")
-    try:
-        return subprocess.Popen(cmd, env=dict(os.environ, PYTHONOPTIMIZE="1"), stdout=subprocess.DEVNULL,
-                                stderr=stderr, text=True)
-    finally:
-        if stderr is not None:
-            stderr.close()
-
-
-def _finish_worker(proc: subprocess.Popen[str], tmp: Path, names: Sequence[str],
-                   timeout: float) -> dict[str, ModeOutcome]:
-    out = tmp / "optimized.json"
-    try:
-        proc.wait(timeout=timeout)
-        problem = None
-        if proc.returncode != 0 or not out.exists():
-            log = tmp / "stderr.txt"
-            tail = log.read_text().strip().splitlines()[-3:] if log.exists() else []
-            problem = f"python -O pass exited with {proc.returncode}: {' | '.join(tail)}"
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        problem = f"python -O pass did not finish within {timeout:.0f}s"
-    if problem is None:
-        data = json.loads(out.read_text())
-        return {n: ModeOutcome.model_validate(data[n]) for n in names}
-    return {n: ModeOutcome(mode="optimized", status="error", errors=[problem], message=problem)
-            for n in names}
-
-
-def _worker(argv: Sequence[str]) -> int:
-    """The ``python -O`` pass: hunt the control and the mutants here, write JSON."""
-    parser = argparse.ArgumentParser(prog="kvcontract.conformance.mutants_cli --worker")
-    parser.add_argument("--worker", action="store_true")
-    parser.add_argument("--profile", default="default", choices=sorted(PROFILES))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--mutants", default="")
-    parser.add_argument("--exhaustive", action="store_true")
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    names = [n for n in args.mutants.split(",") if n]
-    outcomes = hunt_all(names, profile=args.profile, seed_value=args.seed, exhaustive=args.exhaustive,
-                        progress=_stderr)
-    write_atomic(args.out, json.dumps({n: o.model_dump() for n, o in outcomes.items()}))
-    return 0
 
 
 # -- rendering ----------------------------------------------------------------------------
@@ -231,8 +350,7 @@ def render_table(report: MutantsReport) -> str:
             if r.known_gap:
                 lines.append(f"known gap: {r.known_gap}")
         elif r.verdict == "error":
-            lines += ["", f"=== ERROR {r.mutant}: " + "; ".join(
-                e for o in r.outcomes for e in o.errors)]
+            lines += ["", f"=== ERROR {r.mutant}: " + "; ".join(e for o in r.outcomes for e in o.errors)]
     for o in control.outcomes:
         if o.status != "survived":
             lines += ["", f"=== CONTROL {o.status.upper()} [{o.mode}] {', '.join(o.clauses)}: "
@@ -257,23 +375,19 @@ def render_catalogue() -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kvcontract.conformance.mutants_cli [options]``: the verb on its own."""
-    from kvcontract.usage import UsageError
-
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:  # type: ignore[override]
-            raise UsageError(f"{self.prog}: {message}")
-
-    parser = Parser(prog="kvcontract")
-    register(parser.add_subparsers(dest="verb", parser_class=Parser))
-    try:
-        args = parser.parse_args(["mutants", *(sys.argv[1:] if argv is None else argv)])
-        return int(args.func(args))
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(_worker(sys.argv[1:]) if "--worker" in sys.argv[1:] else main())
+def render_markdown(report: MutantsReport) -> str:
+    """``docs/mutants.md``, generated from a ``kvcontract mutants --json`` report."""
+    lines = ["# Mutant catalogue: what the suite kills", "",
+             f"Generated by `python scripts/mutants_doc.py` from `kvcontract mutants --profile {report.profile} "
+             f"--seed {report.seed} --json` (kvcontract {report.kit_version}, modes "
+             f"{' + '.join(report.modes)}, {report.seconds:.0f} s). Do not edit by hand.", "",
+             f"{sum(r.verdict == 'killed' for r in report.mutants)}/{len(report.mutants)} mutants killed; "
+             f"control ({report.control.engine}): {report.control.verdict}.", "",
+             "| mutant | defect | imitates | verdict | mode | first failure | killed by |",
+             "|---|---|---|---|---|---|---|"]
+    for r in report.mutants:
+        seconds = f"{r.seconds:.2f} s" if r.seconds is not None else "-"
+        cells = [f"`{r.mutant}`", r.description, r.imitates or "-", r.verdict, _mode_cell(r), seconds,
+                 _killers(r)]
+        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -31,19 +31,22 @@ class ClauseItem(pytest.Item):
         from kvcontract.conformance.runner import run_law
 
         state = self.config._kvcontract  # type: ignore[attr-defined]
-        record = run_law(state["engine"], self.law, state["profile"], state["seed"], state["xfails"])
-        self.user_properties.append(("kvcontract_status", record.status))
-        if record.status == "skip":
-            pytest.skip(record.message)
-        if record.status == "xfail":
-            pytest.xfail(record.message)
-        if record.status in ("fail", "xpass", "error"):
-            raise ClauseFailure(record)
+        records, _run = run_law(state["engine"], self.law, state["profile"], state["seed"], state["xfails"])
+        for record in records:
+            self.user_properties.append(("kvcontract_finding", f"{record.status} {record.signature}".strip()))
+        failing = [r for r in records if r.status in ("fail", "xpass", "error")]
+        if failing:
+            raise ClauseFailure(failing)
+        if all(r.status == "skip" for r in records):
+            pytest.skip(records[0].message)
+        xfails = [r for r in records if r.status == "xfail"]
+        if xfails:
+            pytest.xfail("; ".join(f"[{r.signature}] {r.message}" for r in xfails))
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> str:
         if isinstance(excinfo.value, ClauseFailure):
-            r = excinfo.value.record
-            return f"{r.status.upper()} {r.clause}: {r.message}\n\n{r.snippet}"
+            return "\n\n".join(f"{r.status.upper()} {r.clause} [{r.signature}]: {r.message}\n\n{r.snippet}"
+                                for r in excinfo.value.records)
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[str, int, str]:
@@ -51,14 +54,14 @@ class ClauseItem(pytest.Item):
 
 
 class ClauseFailure(Exception):
-    def __init__(self, record: Any) -> None:
-        super().__init__(record.message)
-        self.record = record
+    def __init__(self, records: list[Any]) -> None:
+        super().__init__("; ".join(r.message for r in records))
+        self.records = records
 
 
 class ConformanceCollector(pytest.Collector):
     def collect(self) -> list[pytest.Item]:
-        from kvcontract.conformance.laws import LAWS
+        from kvcontract.conformance.suite import LAWS
 
         return [ClauseItem.from_parent(self, name=law.clause, law=law) for law in LAWS]
 
@@ -67,10 +70,10 @@ def pytest_configure(config: Any) -> None:
     name = config.getoption("--kvcontract-engine")
     if not name:
         return
-    from kvcontract.conformance.engine import load_engine
+    from kvcontract.conformance.registry import resolve_engine
     from kvcontract.conformance.xfails import default_xfails, load_xfails
 
-    engine = load_engine(name)
+    engine = resolve_engine(name)
     path = config.getoption("--kvcontract-xfails") or default_xfails(engine.name, engine.version)
     config._kvcontract = {  # type: ignore[attr-defined]
         "engine": engine,

@@ -8,7 +8,7 @@ from typing import Any
 import kvcontract
 from kvcontract import reference
 from kvcontract.conformance.codec import render_call
-from kvcontract.conformance.engine import EngineGroup
+from kvcontract.conformance.engine import EngineGroup, Router
 from kvcontract.reference import KVCacheSpec
 
 
@@ -63,3 +63,16 @@ class ReferenceEngine:
 
     def render_group_pairs(self, groups_expr: str) -> str:
         return f"[(tuple(g.layer_names), g.spec) for g in {groups_expr}]"
+
+    def render_page_size(self, obj_expr: str) -> str:
+        return f"{obj_expr}.page_size_bytes"
+
+    # -- routing (RoutingEngine) -----------------------------------------------------
+    def router(self) -> Router | None:
+        return reference.route
+
+    def router_unavailable(self) -> str:
+        return ""
+
+    def router_source(self) -> list[str]:
+        return ["from kvcontract.reference import route as ROUTE"]

@@ -1,15 +1,22 @@
-"""The conformance report: a versioned pydantic schema, JSON/JUnit writers, the terminal table.
+"""The ``check`` report: findings keyed by signature, per-clause runs, the terminal table.
 
-Schema (``schema_version`` "1"): engine name and version, profile, seed, modes,
-one :class:`Record` per clause x mode (status pass/fail/skip/xfail/xpass/error,
-examples, seconds, message, repro snippet, witness), and a :class:`Summary`.
-Files are written atomically: a temp file in the same folder, then a rename.
+Schema ``check`` version 2 (version 1 had one record per clause x mode):
+
+- the header of every kvcontract report (:class:`kvcontract.reports.ReportHeader`);
+- ``records``: one per *finding* — clause x mode x signature — with status
+  ``fail`` (new), ``xfail`` (known, its pinned witness still fails with that
+  signature) or ``xpass`` (known, its witness no longer does); one ``error``
+  per distinct failure of the kit's own code (or a hung / crashed worker),
+  naming the example; a ``pass`` or ``skip`` record for a clause with
+  nothing else;
+- ``clauses``: one :class:`ClauseRun` per clause x mode (examples, systematic
+  examples, (kind, field) pairs exercised of the total, time);
+- ``coverage``: ``"Kind.field"`` -> the clauses whose examples exercised it;
+- ``engine_log``: per mode, the last lines the engine printed (captured, not shown).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -17,46 +24,68 @@ from xml.sax.saxutils import escape, quoteattr
 
 import pydantic
 
-SCHEMA_VERSION = "1"
+from kvcontract.reports import ReportHeader, write_atomic
+
+SCHEMA_VERSION = "2"
 Status = Literal["pass", "fail", "skip", "xfail", "xpass", "error"]
 Mode = Literal["normal", "optimized"]
 FAILING: frozenset[str] = frozenset({"fail", "xpass", "error"})
 
 
 class Record(pydantic.BaseModel):
-    """The outcome of one clause in one interpreter mode."""
+    """One finding (or the outcome of a clause with none) in one interpreter mode."""
 
     clause: str
     title: str
     level: str
     mode: Mode
     status: Status
+    signature: str = ""
+    """What went wrong in engine terms: ``outcome:Kind+Kind:field,field``."""
     examples: int = 0
     seconds: float = 0.0
     message: str = ""
     snippet: str = ""
     witness: dict[str, Any] | None = None
+    phase: str = ""
+    """Where the witness comes from: systematic, random (shrunk), witness (pinned)."""
+    where: str = ""
+    """For an error: the last frame of the kit's exception."""
+
+
+class ClauseRun(pydantic.BaseModel):
+    """One clause's run in one mode."""
+
+    clause: str
+    mode: Mode
+    status: Status
+    examples: int = 0
+    systematic_examples: int = 0
+    seconds: float = 0.0
+    findings: int = 0
+    covered_pairs: int = 0
+    total_pairs: int = 0
+    exercised: list[str] = []
 
 
 class Summary(pydantic.BaseModel):
     counts: dict[str, int]
     failed: list[str]
-    """``CLAUSE/mode`` of every record whose status fails the run."""
+    """``CLAUSE/mode[signature]`` of every record whose status fails the run."""
     seconds: float
 
 
-class Report(pydantic.BaseModel):
+class Report(ReportHeader):
     """A whole ``kvcontract check`` run."""
 
     schema_version: str = SCHEMA_VERSION
-    kvcontract_version: str
-    engine: str
-    engine_version: str
-    profile: str
-    seed: int
+    kind: str = "check"
     modes: list[Mode]
     expectations: str | None = None
     records: list[Record]
+    clauses: list[ClauseRun] = []
+    coverage: dict[str, list[str]] = {}
+    engine_log: dict[str, list[str]] = {}
     summary: Summary
 
     @property
@@ -69,22 +98,8 @@ def summarize(records: Iterable[Record], seconds: float) -> Summary:
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
-    failed = [f"{r.clause}/{r.mode}" for r in records if r.status in FAILING]
+    failed = [f"{r.clause}/{r.mode}[{r.signature}]" for r in records if r.status in FAILING]
     return Summary(counts=counts, failed=failed, seconds=round(seconds, 3))
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that no reader ever sees a partial file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_json(report: Report, path: str | Path) -> None:
@@ -92,7 +107,7 @@ def write_json(report: Report, path: str | Path) -> None:
 
 
 def write_junit(report: Report, path: str | Path) -> None:
-    """One testsuite per mode, one testcase per clause."""
+    """One testsuite per mode, one testcase per finding (or per clause without one)."""
     parts = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>"]
     for mode in report.modes:
         records = [r for r in report.records if r.mode == mode]
@@ -103,8 +118,9 @@ def write_junit(report: Report, path: str | Path) -> None:
         parts.append(f'  <testsuite name={name} tests="{len(records)}" failures="{failures}" '
                      f'errors="{errors}" skipped="{skipped}">')
         for r in records:
+            case = f"{r.clause}[{r.signature}]" if r.signature else r.clause
             parts.append(f'    <testcase classname={quoteattr(f"kvcontract.{mode}")} '
-                         f'name={quoteattr(r.clause)} time="{r.seconds:.3f}">')
+                         f'name={quoteattr(case)} time="{r.seconds:.3f}">')
             body = escape(f"{r.message}\n\n{r.snippet}")
             if r.status in ("fail", "xpass"):
                 parts.append(f'      <failure message={quoteattr(r.message)}>{body}</failure>')
@@ -118,33 +134,52 @@ def write_junit(report: Report, path: str | Path) -> None:
     write_atomic(path, "\n".join(parts) + "\n")
 
 
+def _cell(records: list[Record]) -> str:
+    """A clause's status in one mode, with its number of findings: ``fail(3)``."""
+    if not records:
+        return "-"
+    rank = {"error": 5, "fail": 4, "xpass": 3, "xfail": 2, "pass": 1, "skip": 0}
+    worst = max(records, key=lambda r: rank[r.status]).status
+    findings = sum(r.status in ("fail", "xfail", "xpass", "error") for r in records)
+    return f"{worst}({findings})" if findings > 1 else worst
+
+
 def render_table(report: Report) -> str:
-    """Clause | level | normal | optimized | examples | time, then each failure's snippet."""
-    by_clause: dict[str, dict[str, Record]] = {}
+    """Clause | level | normal | optimized | examples | covered | time, then each failure's snippet."""
+    by_clause: dict[str, dict[str, list[Record]]] = {}
     for r in report.records:
-        by_clause.setdefault(r.clause, {})[r.mode] = r
-    header = f"{'clause':<20} {'level':<6} {'normal':<8} {'optimized':<9} {'examples':>8} {'time':>7}"
+        by_clause.setdefault(r.clause, {}).setdefault(r.mode, []).append(r)
+    runs: dict[str, list[ClauseRun]] = {}
+    for run in report.clauses:
+        runs.setdefault(run.clause, []).append(run)
+    header = (f"{'clause':<20} {'level':<6} {'normal':<10} {'optimized':<10} {'examples':>8} "
+              f"{'pairs':>9} {'time':>7}")
     lines = [f"kvcontract check: {report.engine} {report.engine_version} "
              f"(profile {report.profile}, seed {report.seed})"]
     if report.expectations:
         lines.append(f"expectations: {report.expectations}")
     lines += ["", header, "-" * len(header)]
     for clause, modes in by_clause.items():
-        any_record = next(iter(modes.values()))
-        cells = [modes[m].status if m in modes else "-" for m in ("normal", "optimized")]
-        examples = sum(r.examples for r in modes.values())
-        seconds = sum(r.seconds for r in modes.values())
-        lines.append(f"{clause:<20} {any_record.level:<6} {cells[0]:<8} {cells[1]:<9} "
-                     f"{examples:>8} {seconds:>6.2f}s")
+        level = next(iter(modes.values()))[0].level
+        clause_runs = runs.get(clause, [])
+        examples = sum(r.examples for r in clause_runs) or sum(r.examples for rs in modes.values() for r in rs)
+        seconds = sum(r.seconds for r in clause_runs)
+        pairs = max((f"{r.covered_pairs}/{r.total_pairs}" for r in clause_runs if r.total_pairs), default="-")
+        lines.append(f"{clause:<20} {level:<6} {_cell(modes.get('normal', [])):<10} "
+                     f"{_cell(modes.get('optimized', [])):<10} {examples:>8} {pairs:>9} {seconds:>6.2f}s")
     counts = ", ".join(f"{n} {s}" for s, n in sorted(report.summary.counts.items()))
     lines += ["", f"{counts} in {report.summary.seconds:.1f}s"]
+    if not report.clauses and not report.records:
+        lines.append("no clause was run")
     for r in report.records:
         if r.status in FAILING:
-            lines += ["", f"=== {r.status.upper()} {r.clause} [{r.mode}] {r.title}", r.message]
+            lines += ["", f"=== {r.status.upper()} {r.clause} [{r.mode}] [{r.signature}] {r.title}", r.message]
+            if r.where:
+                lines.append(f"at {r.where}")
             if r.snippet:
                 lines += ["--- repro ---", r.snippet.rstrip()]
     xfails = [r for r in report.records if r.status == "xfail"]
     if xfails:
         lines += ["", "known failures (xfail, each with a pinned witness):"]
-        lines += [f"  {r.clause} [{r.mode}]: {r.message}" for r in xfails]
+        lines += [f"  {r.clause} [{r.mode}] [{r.signature}]" for r in xfails]
     return "\n".join(lines)

@@ -1,266 +1,499 @@
-"""Runs the laws against an engine, in this interpreter and under ``python -O``.
+"""Runs the laws against an engine: systematic phase, random phase, expectations.
 
-The ``-O`` pass is one subprocess per run (``python -O -m
-kvcontract.conformance.runner``), with a time limit; if it hangs or dies, its
-clauses are reported as ``error``. Results of both passes merge into one
-:class:`~kvcontract.conformance.report.Report`.
+Two halves:
+
+- **in a worker** (:func:`run_law`, and the task functions ``*_task`` that the
+  supervised workers of :mod:`kvcontract.conformance.worker` call): one law in
+  this interpreter. The systematic phase runs every enumerated example; the
+  random phase (hypothesis) keeps searching after each finding and shrinks
+  every new signature to its own witness. Every distinct signature is one
+  finding. Pinned witnesses of the expectations file are replayed on top, so a
+  known failure (xfail) never hides a new one (fail), and a fixed one shows as
+  xpass.
+- **in the command line** (:func:`run_check`): the normal and the ``python -O``
+  pass, each in its own supervised worker, concurrently. A law that hangs or
+  crashes its worker becomes an ``error`` record naming the clause and the
+  example being run; a fresh worker takes the remaining clauses. The report is
+  always complete.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
 import kvcontract
-from kvcontract.conformance.engine import Engine, load_engine
-from kvcontract.conformance.laws import (
-    DERIVED,
-    LAWS,
-    Example,
-    Law,
-    Violation,
-    domain_of,
-    render_snippet,
-)
-from kvcontract.conformance.laws import (
-    law as law_of,
-)
-from kvcontract.conformance.report import Record, Report, summarize
-from kvcontract.conformance.xfails import Expectations, load_xfails
+from kvcontract.conformance.engine import Engine
+from kvcontract.conformance.model import Example, KitFailure, Law, Violation, domain_of
+from kvcontract.conformance.report import ClauseRun, Record, Report, summarize
+from kvcontract.conformance.suite import CLAUSE_ORDER, DERIVED, LAWS, law
+from kvcontract.conformance.systematic import all_pairs, exercised
+from kvcontract.conformance.worker import Emit, TaskResult, Worker, last_frame
+from kvcontract.conformance.xfails import Expectation, Expectations, load_xfails
 from kvcontract.spec import clause as catalogue_clause
 
-PROFILES: dict[str, int] = {"quick": 25, "default": 100, "thorough": 1000}
-"""Profile -> hypothesis examples per law."""
-OPTIMIZED_TIMEOUT_S = 600.0
+PROFILES: dict[str, int] = {"quick": 0, "default": 100, "thorough": 1000}
+"""Profile -> random examples per law after the systematic phase (quick: none;
+a law without a systematic enumerator then draws 25)."""
+QUICK_FALLBACK_EXAMPLES = 25
+CLAUSE_TIMEOUT_S = 300.0
+"""Seconds one clause may run in a worker before it is stopped."""
+EXAMPLE_TIMEOUT_S = 30.0
+"""Seconds one example may run (no progress) before the engine counts as hung."""
+ENGINE_LOAD_TIMEOUT_S = 180.0
 
 Progress = Callable[[str], None]
 
 
-def _mode_name() -> str:
+def mode_name() -> str:
     return "optimized" if sys.flags.optimize else "normal"
 
 
-def _run_witness(engine: Engine, law: Law, witness: dict[str, Any]) -> Violation | None:
-    example = getattr(law, "example_type", Example).from_json(witness)
+def _neutral_hypothesis() -> None:
+    """Make a seed draw the same examples in every process: hypothesis mixes
+    constants found in the modules a process has loaded into its draws, and the
+    normal and ``-O`` workers load different modules."""
     try:
-        law.check(engine, example)
+        from hypothesis.internal.conjecture import providers
+    except ImportError:
+        return
+    empty = providers.Constants()
+    if hasattr(providers, "_get_local_constants"):
+        providers._get_local_constants = lambda: empty
+
+
+_neutral_hypothesis()
+
+
+# -- one law, in this interpreter ----------------------------------------------------------
+
+
+class _Findings:
+    """Distinct findings of one law run, keyed by signature, and its errors."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, tuple[Example, Violation, str]] = {}
+        self.errors: dict[str, tuple[Example, BaseException]] = {}
+        self.examples = 0
+        self.pairs: set[tuple[str, str]] = set()
+
+    def judge(self, engine: Engine, law_: Law, ex: Example, phase: str, emit: Emit | None) -> Violation | None:
+        self.examples += 1
+        self.pairs |= exercised([*ex.specs, *(s for _, s in ex.table)])
+        if emit is not None:
+            emit({"clause": law_.clause, "phase": phase, "example": ex.to_json()})
+        try:
+            law_.check(engine, ex)
+        except Violation as violation:
+            violation.example = ex
+            if violation.signature not in self.found:
+                self.found[violation.signature] = (ex, violation, phase)
+            return violation
+        except Exception as exc:  # noqa: BLE001 - the kit could not judge: an error, not a finding
+            key = f"{type(exc).__name__}: {exc}" if isinstance(exc, KitFailure) else \
+                f"{type(exc).__name__} at {last_frame(exc)}"
+            self.errors.setdefault(key, (ex, exc))
+        return None
+
+
+def _examples_budget(law_: Law, profile: str) -> int:
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+    if law_.systematic is None and profile == "quick":
+        return QUICK_FALLBACK_EXAMPLES
+    return PROFILES[profile]
+
+
+def _hypothesis_settings(examples: int, shrink: bool) -> settings:
+    phases = (Phase.explicit, Phase.generate, Phase.shrink) if shrink else (Phase.explicit, Phase.generate)
+    return settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+                    suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+                    report_multiple_bugs=False, print_blob=False, phases=phases)
+
+
+class _Stop(Exception):  # noqa: N818 - control flow inside a hypothesis search
+    pass
+
+
+def _random_phase(engine: Engine, law_: Law, examples: int, seed_value: int, findings: _Findings,
+                  emit: Emit | None) -> list[str]:
+    """Search without stopping at a finding; returns the signatures it found first."""
+    before = set(findings.found)
+    strategy = law_.strategy(domain_of(engine))
+
+    @_hypothesis_settings(examples, shrink=False)
+    @seed(seed_value)
+    @given(strategy)
+    def probe(ex: Example) -> None:
+        findings.judge(engine, law_, ex, "random", emit)
+
+    probe()
+    return [s for s in findings.found if s not in before]
+
+
+def _shrink(engine: Engine, law_: Law, examples: int, seed_value: int, wanted: str,
+            emit: Emit | None) -> tuple[Example, Violation] | None:
+    """The same search again, failing only on ``wanted``: hypothesis draws the
+    same examples up to the first one with that signature, then shrinks it."""
+    strategy = law_.strategy(domain_of(engine))
+    last: dict[str, Any] = {}
+
+    @_hypothesis_settings(examples, shrink=True)
+    @seed(seed_value)
+    @given(strategy)
+    def probe(ex: Example) -> None:
+        if emit is not None:
+            emit({"clause": law_.clause, "phase": "shrink", "example": ex.to_json()})
+        try:
+            law_.check(engine, ex)
+        except Violation as violation:
+            if violation.signature == wanted:
+                last["found"] = (ex, violation)
+                raise _Stop() from None
+        except Exception:  # noqa: BLE001, S110 - errors were recorded by the search
+            pass
+
+    try:
+        probe()
+    except _Stop:
+        pass
+    found: tuple[Example, Violation] | None = last.get("found")
+    return found
+
+
+def _replay(engine: Engine, law_: Law, witness: Mapping[str, Any]) -> Violation | None:
+    example = law_.example_type.from_json(witness)
+    try:
+        law_.check(engine, example)
     except Violation as violation:
-        violation.example = example  # type: ignore[attr-defined]
+        violation.example = example
         return violation
     return None
 
 
-def _search(engine: Engine, law: Law, examples: int, seed_value: int) -> tuple[int, Example | None, Violation | None]:
-    state: dict[str, Any] = {"count": 0, "last": None}
-
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
-              report_multiple_bugs=False, print_blob=False,
-              phases=(Phase.explicit, Phase.generate, Phase.shrink))
-    @seed(seed_value)
-    @given(law.strategy(domain_of(engine)))
-    def probe(example: Example) -> None:
-        state["count"] += 1
-        state["last"] = example
-        law.check(engine, example)
-
-    try:
-        probe()
-    except Violation as violation:
-        return state["count"], state["last"], violation
-    return state["count"], None, None
-
-
-def run_law(engine: Engine, law: Law, profile: str, seed_value: int,
-            expectations: Expectations | None) -> Record:
-    """One clause in this interpreter: skip, witness replay (xfail/xpass) or search."""
-    mode = _mode_name()
+def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
+            expectations: Expectations | None, emit: Emit | None = None) -> tuple[list[Record], ClauseRun]:
+    """One clause in this interpreter: every distinct finding, each expectation
+    judged by its pinned witness, errors of the kit's own code apart."""
+    mode = mode_name()
     start = time.perf_counter()
-    base = {"clause": law.clause, "title": law.title, "level": law.level, "mode": mode}
-    skip = law.requires(engine)
+    base = {"clause": law_.clause, "title": law_.title, "level": law_.level, "mode": mode}
+    skip = law_.requires(engine)
+    domain = domain_of(engine)
+    total_pairs = len(all_pairs(domain))
     if skip:
-        return Record(**base, status="skip", message=skip)
-    expected = expectations.get(law.clause, mode) if expectations else None
+        return [Record(**base, status="skip", message=skip)], ClauseRun(
+            clause=law_.clause, mode=mode, status="skip", total_pairs=total_pairs)
     optimized = bool(sys.flags.optimize)
+    findings = _Findings()
+    systematic = 0
     try:
-        if expected is not None:
-            violation = _run_witness(engine, law, expected.witness)
-            seconds = time.perf_counter() - start
-            if violation is None:
-                return Record(**base, status="xpass", examples=1, seconds=seconds, witness=expected.witness,
-                              message=f"expected to fail ({expected.reason}) but the witness passes")
-            return Record(**base, status="xfail", examples=1, seconds=seconds, witness=expected.witness,
-                          message=f"{expected.reason} [witness: {violation.message}]",
-                          snippet=getattr(law, "render", render_snippet)(engine, law, violation.example, violation, optimized))  # type: ignore[attr-defined]
-        count, example, violation = _search(engine, law, PROFILES[profile], seed_value)
-    except Exception as exc:  # noqa: BLE001 - a broken adapter or strategy is an error, not a finding
-        return Record(**base, status="error", seconds=time.perf_counter() - start,
-                      message=f"{type(exc).__name__}: {exc}")
+        if law_.systematic is not None:
+            for ex in law_.systematic(domain):
+                findings.judge(engine, law_, ex, "systematic", emit)
+            systematic = findings.examples
+        budget = _examples_budget(law_, profile)
+        if budget:
+            for new in _random_phase(engine, law_, budget, seed_value, findings, emit):
+                shrunk = _shrink(engine, law_, budget, seed_value, new, emit)
+                if shrunk is not None:
+                    findings.found[new] = (shrunk[0], shrunk[1], "random")
+    except Exception as exc:  # noqa: BLE001 - a broken strategy or enumerator is the kit's error
+        findings.errors.setdefault(f"{type(exc).__name__} at {last_frame(exc)}", (Example(), exc))
+    records: list[Record] = []
+    expected = expectations.for_clause(law_.clause, mode) if expectations else []
+    covered: set[str] = set()
+    for entry in expected:
+        violation = _replay_safely(engine, law_, entry)
+        if isinstance(violation, Violation) and violation.signature == entry.signature:
+            covered.add(entry.signature)
+            example = violation.example or Example()
+            records.append(Record(**base, status="xfail", signature=entry.signature, examples=1,
+                                  message=f"{entry.reason} [witness: {violation.message}]",
+                                  witness=entry.witness, phase="witness",
+                                  snippet=law_.snippet(engine, example, violation, optimized)))
+        else:
+            now = ("passes" if violation is None else
+                   f"fails differently now ({violation.signature})" if isinstance(violation, Violation)
+                   else f"cannot be judged ({violation})")
+            records.append(Record(**base, status="xpass", signature=entry.signature, examples=1,
+                                  witness=entry.witness, phase="witness",
+                                  message=f"expected to fail ({entry.reason}) but the pinned witness {now}"))
+    for sig, (ex, violation, phase) in sorted(findings.found.items()):
+        if sig in covered:
+            continue
+        records.append(Record(**base, status="fail", signature=sig, examples=1, phase=phase,
+                              message=violation.message, witness=ex.to_json(),
+                              snippet=law_.snippet(engine, ex, violation, optimized)))
+    for key, (ex, exc) in sorted(findings.errors.items()):
+        records.append(Record(**base, status="error", signature=f"kit-error:{type(exc).__name__}",
+                              message=f"the kit could not judge an example: {key}",
+                              where=last_frame(exc), witness=ex.to_json() or None))
+    if not records:
+        records.append(Record(**base, status="pass", examples=findings.examples))
     seconds = time.perf_counter() - start
-    if violation is None or example is None:
-        return Record(**base, status="pass", examples=count, seconds=seconds)
-    return Record(**base, status="fail", examples=count, seconds=seconds, message=violation.message,
-                  snippet=getattr(law, "render", render_snippet)(engine, law, example, violation, optimized),
-                  witness=example.to_json())
+    for r in records:
+        r.seconds = round(seconds, 3)
+    run = ClauseRun(clause=law_.clause, mode=mode, status=_worst(records), examples=findings.examples,
+                    systematic_examples=systematic, seconds=round(seconds, 3),
+                    covered_pairs=len(findings.pairs), total_pairs=total_pairs,
+                    findings=sum(r.status in ("fail", "xfail") for r in records),
+                    exercised=sorted(f"{k}.{f}" for k, f in findings.pairs))
+    return records, run
 
 
-def run_mode(engine: Engine, profile: str, seed_value: int, expectations: Expectations | None,
-             progress: Progress | None = None, clauses: Sequence[str] | None = None) -> list[Record]:
-    """Every law in this interpreter, in SPEC.md order."""
-    laws = [law for law in LAWS if clauses is None or law.clause in clauses]
-    records = []
-    for index, law in enumerate(laws, 1):
-        if progress:
-            progress(f"[{_mode_name()} {index}/{len(laws)}] {law.clause} ...")
-        record = run_law(engine, law, profile, seed_value, expectations)
-        if progress:
-            progress(f"[{_mode_name()} {index}/{len(laws)}] {law.clause} {record.status} "
-                     f"({record.examples} examples, {record.seconds:.2f}s)")
-        records.append(record)
-    return records
+def _replay_safely(engine: Engine, law_: Law, entry: Expectation) -> Violation | str | None:
+    try:
+        return _replay(engine, law_, entry.witness)
+    except Exception as exc:  # noqa: BLE001 - an unreadable witness is the file's problem, reported
+        return f"{type(exc).__name__}: {exc}"
 
 
-class _OptimizedPass:
-    """The ``python -O`` pass, started in a subprocess so that it runs while the
-    normal pass runs here (two cores, two interpreters importing the engine)."""
+STATUS_RANK = {"error": 5, "fail": 4, "xpass": 3, "xfail": 2, "pass": 1, "skip": 0}
 
-    def __init__(self, engine_name: str, profile: str, seed_value: int, xfails: str | None,
-                 clauses: Sequence[str] | None, timeout: float, progress: Progress | None) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="kvcontract-")
-        self.out = Path(self._tmp.name) / "optimized.json"
-        cmd = [sys.executable, "-O", "-m", "kvcontract.conformance.runner", "--engine", engine_name,
-               "--profile", profile, "--seed", str(seed_value), "--out", str(self.out)]
-        if xfails:
-            cmd += ["--xfails", xfails]
-        if clauses:
-            cmd += ["--clauses", ",".join(clauses)]
-        self.clauses = clauses
-        self.timeout = timeout
-        self.deadline = time.monotonic() + timeout
-        env = dict(os.environ, PYTHONOPTIMIZE="1")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=None if progress else subprocess.PIPE, text=True)
 
-    def result(self) -> list[Record]:
-        problem = None
+def _worst(records: Sequence[Record]) -> str:
+    return max((r.status for r in records), key=STATUS_RANK.__getitem__, default="pass")
+
+
+# -- worker tasks ------------------------------------------------------------------------------
+
+_ENGINES: dict[str, Engine] = {}
+
+
+def _engine(name: str) -> Engine:
+    if name not in _ENGINES:
+        from kvcontract.conformance.registry import resolve_engine
+
+        _ENGINES[name] = resolve_engine(name)
+    return _ENGINES[name]
+
+
+def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
+    """Load the engine; its name, version and bundled expectations file."""
+    from kvcontract.conformance.xfails import default_xfails
+
+    engine = _engine(str(args["engine"]))
+    found = default_xfails(engine.name, engine.version)
+    return {"name": engine.name, "version": engine.version, "expectations": str(found) if found else None}
+
+
+def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
+    """One clause in this worker: its records and its run summary (JSON)."""
+    engine = _engine(str(args["engine"]))
+    path = args.get("xfails")
+    expectations = load_xfails(str(path)) if path else None
+    records, run = run_law(engine, law(str(args["clause"])), str(args["profile"]), int(args["seed"]),
+                           expectations, emit)
+    return {"records": [r.model_dump() for r in records], "run": run.model_dump()}
+
+
+def replay_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
+    """Replay one witness of one clause here: does it still violate, with which signature?"""
+    engine = _engine(str(args["engine"]))
+    violation = _replay(engine, law(str(args["clause"])), args["witness"])
+    return {"violation": violation is not None, "signature": violation.signature if violation else None}
+
+
+# -- the command line's side: supervised passes ---------------------------------------------------
+
+
+def failure_record(clause: str, mode: str, result: TaskResult) -> Record:
+    """An ``error`` record for a clause whose worker hung, crashed or raised."""
+    c = catalogue_clause(clause)
+    example = (result.last_event or {}).get("example")
+    phase = (result.last_event or {}).get("phase", "")
+    if result.status == "raised":
+        message = f"the kit failed running this clause: {result.error}"
+    else:
+        during = f" while running a {phase} example" if example is not None else ""
+        message = f"{result.error}{during}"
+    return Record(clause=clause, title=c.title, level=c.level, mode=mode, status="error",  # type: ignore[arg-type]
+                  signature=f"worker-{result.status}", message=message, where=result.where,
+                  witness=example, phase=phase, seconds=round(result.seconds, 3))
+
+
+class EngineLoadError(Exception):
+    """The engine could not be loaded in a worker (unknown name, not installed)."""
+
+
+class Pass:
+    """One interpreter mode's pass over the laws, in a supervised worker."""
+
+    def __init__(self, engine_name: str, *, optimized: bool, profile: str, seed_value: int,
+                 xfails: str | None, clauses: Sequence[str], progress: Progress | None,
+                 clause_timeout: float, example_timeout: float) -> None:
+        self.engine_name = engine_name
+        self.mode = "optimized" if optimized else "normal"
+        self.worker = Worker(optimized=optimized)
+        self.profile, self.seed, self.xfails = profile, seed_value, xfails
+        self.clauses = list(clauses)
+        self.progress = progress
+        self.clause_timeout, self.example_timeout = clause_timeout, example_timeout
+        self.records: list[Record] = []
+        self.runs: list[ClauseRun] = []
+        self.log: list[str] = []
+        self.problem: BaseException | None = None
+
+    def info(self) -> dict[str, Any]:
+        result = self.worker.run("kvcontract.conformance.runner:engine_info_task", {"engine": self.engine_name},
+                                 timeout=ENGINE_LOAD_TIMEOUT_S)
+        if not result.ok:
+            raise EngineLoadError(result.error or result.status)
+        info: dict[str, Any] = result.value
+        return info
+
+    def run(self) -> None:
         try:
-            _, stderr = self.proc.communicate(timeout=max(0.0, self.deadline - time.monotonic()))
-            if self.proc.returncode != 0 or not self.out.exists():
-                tail = (stderr or "").strip().splitlines()[-3:]
-                problem = f"python -O pass exited with {self.proc.returncode}: {' | '.join(tail)}"
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
-            problem = f"python -O pass did not finish within {self.timeout:.0f}s"
-        try:
-            if problem is None:
-                return [Record.model_validate(r) for r in json.loads(self.out.read_text())]
+            for index, clause in enumerate(self.clauses, 1):
+                self._say(f"[{self.mode} {index}/{len(self.clauses)}] {clause} ...")
+                result = self.worker.run(
+                    "kvcontract.conformance.runner:law_task",
+                    {"engine": self.engine_name, "clause": clause, "profile": self.profile,
+                     "seed": self.seed, "xfails": self.xfails},
+                    timeout=self.clause_timeout, heartbeat=self.example_timeout)
+                if result.ok:
+                    records = [Record.model_validate(r) for r in result.value["records"]]
+                    run = ClauseRun.model_validate(result.value["run"])
+                else:
+                    records = [failure_record(clause, self.mode, result)]
+                    run = ClauseRun(clause=clause, mode=self.mode, status="error",  # type: ignore[arg-type]
+                                    seconds=round(result.seconds, 3))
+                self.records += records
+                self.runs.append(run)
+                found = sum(r.status in ("fail", "xfail") for r in records)
+                self._say(f"[{self.mode} {index}/{len(self.clauses)}] {clause} {run.status}"
+                          f"{f' ({found} findings)' if found else ''} ({run.examples} examples, {run.seconds:.2f}s)")
+        except BaseException as exc:  # noqa: BLE001 - reported by the supervisor after join
+            self.problem = exc
         finally:
-            self._tmp.cleanup()
-        laws = [law for law in LAWS if self.clauses is None or law.clause in self.clauses]
-        return [Record(clause=law.clause, title=law.title, level=law.level, mode="optimized",
-                       status="error", message=problem) for law in laws]
+            self.log = self.worker.log_tail()
+
+    def replay(self, clause: str, witness: Mapping[str, Any]) -> TaskResult:
+        return self.worker.run("kvcontract.conformance.runner:replay_task",
+                               {"engine": self.engine_name, "clause": clause, "witness": dict(witness)},
+                               timeout=self.clause_timeout, heartbeat=self.example_timeout)
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(line)
+
+    def close(self) -> None:
+        self.worker.close()
 
 
-def _optimized_pass(engine_name: str, profile: str, seed_value: int, xfails: str | None,
-                    clauses: Sequence[str] | None, timeout: float, progress: Progress | None) -> list[Record]:
-    return _OptimizedPass(engine_name, profile, seed_value, xfails, clauses, timeout, progress).result()
-
-
-def _derived(records: list[Record], engine: Engine, expectations: Expectations | None) -> list[Record]:
-    """ERROR-OPTIMIZE-1: a source clause's optimized witness (failing under -O) is
-    replayed here, in the normal interpreter; if it passes here, python -O changed
-    the engine's behaviour. Deterministic: it uses the pinned or shrunk witness."""
-    out = []
-    by_key = {(r.clause, r.mode): r for r in records}
+def _derived(records: list[Record], normal: Pass | None, expectations: Expectations | None) -> list[Record]:
+    """ERROR-OPTIMIZE-1: each finding of a source clause under ``-O`` is replayed in the
+    normal interpreter; one that does not reproduce there is a finding of its own
+    (signature ``optimized-only:SOURCE:SIGNATURE``)."""
+    out: list[Record] = []
     for clause_id, sources in DERIVED.items():
         c = catalogue_clause(clause_id)
         base = {"clause": clause_id, "title": c.title, "level": c.level}
-        if any((s, "normal") in by_key for s in sources):
+        optimized = [r for r in records if r.mode == "optimized" and r.clause in sources
+                     and r.status in ("fail", "xfail") and r.witness]
+        if any(r.mode == "normal" and r.clause in sources for r in records):
             out.append(Record(**base, mode="normal", status="skip",  # type: ignore[arg-type]
                               message="judged in the optimized interpreter"))
-        if not any((s, "optimized") in by_key for s in sources):
+        if not any(r.mode == "optimized" and r.clause in sources for r in records):
             continue
-        evidence = None
-        for source in sources:
-            optimized = by_key.get((source, "optimized"))
-            if optimized is None or optimized.status not in ("fail", "xfail") or not optimized.witness:
+        if normal is None:
+            out.append(Record(**base, mode="optimized", status="skip",  # type: ignore[arg-type]
+                              message="needs the normal pass to compare with"))
+            continue
+        expected = {e.signature: e for e in expectations.for_clause(clause_id, "optimized")} if expectations else {}
+        found: list[Record] = []
+        for evidence in optimized:
+            sig = f"optimized-only:{evidence.clause}:{evidence.signature}"
+            if any(f.signature == sig for f in found):
                 continue
-            if _run_witness(engine, law_of(source), optimized.witness) is None:
-                evidence = optimized
-                break
-        if evidence is None:
-            out.append(Record(**base, mode="optimized", status="pass",  # type: ignore[arg-type]
-                              message=f"no witness of {', '.join(sources)} behaves differently under -O"))
-            continue
-        expected = expectations.get(clause_id, "optimized") if expectations else None
-        message = (f"{evidence.clause} holds in the normal interpreter but fails under python -O "
-                   f"on its witness: {evidence.message}")
-        out.append(Record(**base, mode="optimized", status="xfail" if expected else "fail",  # type: ignore[arg-type]
-                          message=f"{expected.reason} [{message}]" if expected else message,
-                          snippet=evidence.snippet, witness=evidence.witness, examples=1))
+            result = normal.replay(evidence.clause, evidence.witness or {})
+            if not result.ok:
+                found.append(failure_record(clause_id, "optimized", result))
+                continue
+            if result.value["violation"] and result.value["signature"] == evidence.signature:
+                continue
+            entry = expected.get(sig)
+            message = (f"{evidence.clause} holds in the normal interpreter but fails under python -O on its "
+                       f"witness: {evidence.message}")
+            found.append(Record(**base, mode="optimized", status="xfail" if entry else "fail",  # type: ignore[arg-type]
+                                signature=sig, examples=1, phase="witness",
+                                message=f"{entry.reason} [{message}]" if entry else message,
+                                snippet=evidence.snippet, witness=evidence.witness))
+        for sig, entry in expected.items():
+            if not any(f.signature == sig for f in found):
+                found.append(Record(**base, mode="optimized", status="xpass", signature=sig,  # type: ignore[arg-type]
+                                    witness=entry.witness, message=f"expected to fail ({entry.reason}) "
+                                    "but no finding of its source clause differs under -O any more"))
+        out += found or [Record(**base, mode="optimized", status="pass",  # type: ignore[arg-type]
+                                message=f"every -O finding of {', '.join(sources)} fails in the normal "
+                                "interpreter too")]
     return out
 
 
+def selected_clauses(clauses: Sequence[str] | None) -> list[str]:
+    """The laws' clauses to run, in SPEC.md order (derived clauses are judged from them)."""
+    if not clauses:
+        return [law_.clause for law_ in LAWS]
+    wanted = set(clauses)
+    for derived, sources in DERIVED.items():
+        if derived in wanted:
+            wanted |= set(sources)
+    return [law_.clause for law_ in LAWS if law_.clause in wanted]
+
+
 def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0,
-              optimize: str = "both", xfails: str | None = None, clauses: Sequence[str] | None = None,
-              progress: Progress | None = None, timeout: float = OPTIMIZED_TIMEOUT_S) -> Report:
-    """The main job: every clause against ``engine_name``, per ``optimize`` mode."""
+              optimize: str = "both", xfails: str | None = None, use_default_xfails: bool = False,
+              clauses: Sequence[str] | None = None, progress: Progress | None = None,
+              clause_timeout: float = CLAUSE_TIMEOUT_S, example_timeout: float = EXAMPLE_TIMEOUT_S) -> Report:
+    """The main job: every clause against ``engine_name``, each mode in its own
+    supervised worker, concurrently. Raises :class:`EngineLoadError` when the
+    engine cannot be loaded at all."""
     start = time.perf_counter()
-    engine = load_engine(engine_name)
-    expectations = load_xfails(xfails) if xfails else None
-    records: list[Record] = []
-    modes: list[Any] = []
-    if optimize in ("off", "both") and sys.flags.optimize:
-        raise RuntimeError("--optimize off/both needs a normal interpreter (this one runs with -O)")
-    optimized = None
-    if optimize in ("on", "both"):
-        optimized = _OptimizedPass(engine_name, profile, seed_value, xfails, clauses, timeout, progress)
-    if optimize in ("off", "both"):
-        modes.append("normal")
-        records += run_mode(engine, profile, seed_value, expectations, progress, clauses)
-    if optimized is not None:
-        modes.append("optimized")
-        records += optimized.result()
-    records += _derived(records, engine, expectations)
-    order = {law.clause: i for i, law in enumerate(LAWS)}
-    records.sort(key=lambda r: (order.get(r.clause, len(order)), r.mode))
-    return Report(kvcontract_version=kvcontract.__version__, engine=engine.name, engine_version=engine.version,
-                  profile=profile, seed=seed_value, modes=modes,
+    selected = selected_clauses(clauses)
+    modes = [m for m, on in (("normal", optimize in ("off", "both")), ("optimized", optimize in ("on", "both")))
+             if on]
+    passes = {m: Pass(engine_name, optimized=m == "optimized", profile=profile, seed_value=seed_value,
+                      xfails=xfails, clauses=selected, progress=progress, clause_timeout=clause_timeout,
+                      example_timeout=example_timeout) for m in modes}
+    try:
+        info = passes[modes[0]].info()
+        if use_default_xfails and xfails is None and info.get("expectations"):
+            xfails = str(info["expectations"])
+            for p in passes.values():
+                p.xfails = xfails
+        expectations = load_xfails(xfails) if xfails else None
+        threads = [threading.Thread(target=p.run, name=f"kvcontract-{m}") for m, p in passes.items()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for p in passes.values():
+            if p.problem is not None:
+                raise p.problem
+        records = [r for p in passes.values() for r in p.records]
+        runs = [r for p in passes.values() for r in p.runs]
+        records += _derived(records, passes.get("normal"), expectations)
+    finally:
+        for p in passes.values():
+            p.close()
+    order = {m: i for i, m in enumerate(("normal", "optimized"))}
+    records.sort(key=lambda r: (CLAUSE_ORDER.get(r.clause, len(CLAUSE_ORDER)), order[r.mode],
+                                STATUS_RANK[r.status] * -1, r.signature))
+    coverage: dict[str, list[str]] = {}
+    for run in runs:
+        for pair in run.exercised:
+            coverage.setdefault(pair, [])
+            if run.clause not in coverage[pair]:
+                coverage[pair].append(run.clause)
+    return Report(kit_version=kvcontract.__version__, engine=info["name"], engine_version=info["version"],
+                  profile=profile, seed=seed_value, modes=modes,  # type: ignore[arg-type]
                   expectations=expectations.path if expectations else None,
-                  records=records, summary=summarize(records, time.perf_counter() - start))
-
-
-def _worker(argv: Sequence[str] | None = None) -> int:
-    """The ``python -O`` pass: run every law here and write the records as JSON."""
-    parser = argparse.ArgumentParser(prog="kvcontract.conformance.runner")
-    parser.add_argument("--engine", required=True)
-    parser.add_argument("--profile", default="default", choices=sorted(PROFILES))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--xfails")
-    parser.add_argument("--clauses")
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    engine = load_engine(args.engine)
-    expectations = load_xfails(args.xfails) if args.xfails else None
-    clauses = args.clauses.split(",") if args.clauses else None
-    records = run_mode(engine, args.profile, args.seed, expectations,
-                       lambda line: print(line, file=sys.stderr, flush=True), clauses)
-    from kvcontract.conformance.report import write_atomic
-
-    write_atomic(args.out, json.dumps([r.model_dump() for r in records]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_worker())
+                  records=records, clauses=runs, coverage=coverage,
+                  engine_log={m: p.log for m, p in passes.items() if p.log},
+                  summary=summarize(records, time.perf_counter() - start))

@@ -17,15 +17,10 @@ tuples are not searched; the search is bounded by ``--budget``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import enum
 import inspect
-import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 import typing
 from collections import Counter
@@ -33,8 +28,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kvcontract import reference
-from kvcontract.conformance.engine import Engine, load_engine
-from kvcontract.conformance.laws import Example, Violation, law, render_snippet
+from kvcontract.conformance.engine import Engine
+from kvcontract.conformance.model import Example, Violation, render_snippet
+from kvcontract.conformance.suite import law
 from kvcontract.reference import KVCacheSpec, Role, role_of
 from kvcontract.reference.dtypes import KVDtype, KVQuantMode, MambaType, SparseCacheRole
 
@@ -244,7 +240,9 @@ def search(engine_name: str, budget_s: float, operations: Sequence[str] = OPERAT
     from crosshair.fnutil import FunctionInfo
     from crosshair.options import DEFAULT_OPTIONS, AnalysisOptionSet
 
-    engine = load_engine(engine_name)
+    from kvcontract.conformance.registry import resolve_engine
+
+    engine = resolve_engine(engine_name)
     chosen = [k for k in searchable_kinds(engine) if kinds is None or k.__name__ in kinds]
     findings: list[Finding] = []
     searched = []
@@ -294,25 +292,32 @@ def _spec_json(spec: KVCacheSpec) -> dict[str, Any]:
     return spec_to_json(spec)
 
 
+def symbolic_task(args: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """The search as a worker task (:mod:`kvcontract.conformance.worker`)."""
+    report = search(str(args["engine"]), float(args["budget"]), list(args["operations"]),
+                    args.get("kinds"), lambda line: emit({"progress": line}))
+    return report.to_json()
+
+
 def run_symbolic(engine_name: str, budget_s: float, optimize: str, operations: Sequence[str] = OPERATIONS,
                  kinds: Sequence[str] | None = None, progress: Callable[[str], None] | None = None,
                  timeout_s: float | None = None) -> SymbolicReport:
-    """``--optimize on`` runs the search in a ``python -O`` subprocess."""
-    if optimize == "off" or sys.flags.optimize:
-        return search(engine_name, budget_s, operations, kinds, progress)
-    with tempfile.TemporaryDirectory(prefix="kvcontract-symbolic-") as tmp:
-        out = os.path.join(tmp, "symbolic.json")
-        cmd = [sys.executable, "-O", "-m", "kvcontract.conformance.symbolic", "--engine", engine_name,
-               "--budget", str(budget_s), "--ops", ",".join(operations), "--out", out]
-        if kinds:
-            cmd += ["--kinds", ",".join(kinds)]
-        proc = subprocess.run(cmd, env=dict(os.environ, PYTHONOPTIMIZE="1"),
-                              timeout=timeout_s or budget_s * 4 + 300,
-                              stderr=None if progress else subprocess.PIPE, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"python -O symbolic pass exited with {proc.returncode}: "
-                               f"{(proc.stderr or '').strip()[-500:]}")
-        data = json.loads(open(out).read())
+    """The search in a supervised worker (``python -O`` for ``optimize="on"``);
+    the engine's hang or crash ends it with an error, not the kit."""
+    from kvcontract.conformance.worker import Worker
+
+    def relay(event: Any) -> None:
+        if progress is not None and "progress" in event:
+            progress(str(event["progress"]))
+
+    with Worker(optimized=optimize == "on") as worker:
+        result = worker.run("kvcontract.conformance.symbolic:symbolic_task",
+                            {"engine": engine_name, "budget": budget_s, "operations": list(operations),
+                             "kinds": list(kinds) if kinds else None},
+                            timeout=timeout_s or budget_s * 4 + 300, on_event=relay)
+    if not result.ok:
+        raise RuntimeError(f"the symbolic search did not finish: {result.error}")
+    data = dict(result.value)
     data["findings"] = [Finding(**f) for f in data["findings"]]
     return SymbolicReport(**data)
 
@@ -332,24 +337,3 @@ def render(report: SymbolicReport) -> str:
                   f"engine:    {f.engine_behaviour}", f"reference: {f.reference_behaviour}",
                   "--- repro ---", f.snippet.rstrip()]
     return "\n".join(lines)
-
-
-def _worker(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kvcontract.conformance.symbolic")
-    parser.add_argument("--engine", required=True)
-    parser.add_argument("--budget", type=float, default=120.0)
-    parser.add_argument("--ops", default=",".join(OPERATIONS))
-    parser.add_argument("--kinds")
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    report = search(args.engine, args.budget, args.ops.split(","),
-                    args.kinds.split(",") if args.kinds else None,
-                    lambda line: print(line, file=sys.stderr, flush=True))
-    from kvcontract.conformance.report import write_atomic
-
-    write_atomic(args.out, json.dumps(report.to_json(), indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_worker())

@@ -41,17 +41,24 @@ PINNED_FLAG_MODULES = (BUILDER_MODULE, "vllm.utils.torch_utils", "vllm.v1.attent
 def _import_vllm() -> tuple[Any, Any, Any, Any]:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     try:
-        import torch
-
-        try:  # import vLLM the way the Triton kernels need it (interpreter without a GPU)
-            from kvcontract.kernels.vllm_triton import load_kernels
-
-            load_kernels()
-        except Exception:  # noqa: BLE001, S110 - the router does not need the kernels
-            pass
         import importlib
 
-        mla = importlib.import_module(BUILDER_MODULE)
+        import torch
+
+        # The builder's module imports vLLM's Triton kernels: without a GPU, import them
+        # as the kernels backend needs them (Triton's interpreter, Triton kept enabled),
+        # so a process that later runs the kernels finds them usable.
+        wanted = {} if torch.cuda.is_available() else {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+        previous = {name: os.environ.get(name) for name in wanted}
+        os.environ.update(wanted)
+        try:
+            mla = importlib.import_module(BUILDER_MODULE)
+        finally:
+            for name, value in previous.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         backend = importlib.import_module("vllm.v1.attention.backend")
         interface = importlib.import_module("vllm.v1.kv_cache_interface")
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kvcontract.conformance.codec import render_call
-from kvcontract.conformance.engine import EngineGroup, EngineUnavailable
+from kvcontract.conformance.engine import EngineGroup, EngineUnavailable, Router
 from kvcontract.reference import (
     KINDS_BY_NAME,
     SPEC_KINDS,
@@ -72,6 +72,8 @@ class VllmEngine:
                 self.planning = candidate
                 break
         self.planning_module = getattr(self.planning, "__name__", None)
+        self._router: Router | None = None
+        self._router_problem: str | None = None
 
     # -- capabilities -------------------------------------------------------
     def engine_class(self, kind: type[KVCacheSpec]) -> type | None:
@@ -239,3 +241,26 @@ class VllmEngine:
 
     def render_group_pairs(self, groups_expr: str) -> str:
         return f"[(tuple(g.layer_names), g.kv_cache_spec) for g in {groups_expr}]"
+
+    def render_page_size(self, obj_expr: str) -> str:
+        return f"{obj_expr}.page_size_bytes"
+
+    # -- routing (RoutingEngine): vLLM's MLA metadata builder, driven on the CPU --------
+    def router(self) -> Router | None:
+        if self._router is None and self._router_problem is None:
+            from kvcontract.conformance.vllm_dispatch import VllmRouter
+
+            try:
+                self._router = VllmRouter().route
+            except Exception as exc:  # noqa: BLE001 - a release whose builder cannot be driven skips
+                self._router_problem = f"{type(exc).__name__}: {exc}"
+        return self._router
+
+    def router_unavailable(self) -> str:
+        return (f"vllm {self.version}: the routing adapter cannot drive this release's MLA "
+                f"metadata builder ({self._router_problem})")
+
+    def router_source(self) -> list[str]:
+        return ["# vLLM's MLACommonMetadataBuilder.build (split_decodes_and_prefills), built on the CPU",
+                "from kvcontract.conformance.vllm_dispatch import VllmRouter",
+                "ROUTE = VllmRouter().route"]

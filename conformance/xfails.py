@@ -8,12 +8,28 @@ File format (TOML)::
     [[xfail]]
     clause = "ERROR-DETECT-1"
     mode = "optimized"          # "normal", "optimized" or "both"
+    signature = "accepted:FullAttentionSpec:block_size"
     reason = "FullAttentionSpec.merge guards with bare asserts"
     witness = { specs = [ {kind = "FullAttentionSpec", ...}, ... ] }
 
-The witness is replayed instead of a hypothesis search, so an xfail (witness
-still fails) or xpass (witness now passes) never depends on what hypothesis
-happens to draw.
+One reviewed reason may cover several findings of a clause and mode::
+
+    [[xfail]]
+    clause = "ERROR-DETECT-1"
+    mode = "optimized"
+    reason = "..."
+    [[xfail.finding]]
+    signature = "accepted:FullAttentionSpec:block_size"
+    witness = { ... }
+    [[xfail.finding]]
+    signature = "accepted:FullAttentionSpec:dtype"
+    witness = { ... }
+
+An entry expects one *finding*: clause x mode x signature. Its witness is
+replayed on every run: it must still fail with that signature (xfail), else
+the entry is an xpass (fixed, or failing differently). The search runs
+regardless, so a finding with a signature no entry names is a failure even
+in a clause that has xfails: a known failure never hides a new one.
 """
 
 from __future__ import annotations
@@ -37,6 +53,7 @@ class XfailsError(ValueError):
 class Expectation:
     clause: str
     mode: str
+    signature: str
     reason: str
     witness: dict[str, Any]
 
@@ -48,14 +65,13 @@ class Expectations:
     version: str
     entries: tuple[Expectation, ...]
 
-    def get(self, clause: str, mode: str) -> Expectation | None:
-        for e in self.entries:
-            if e.clause == clause and e.mode == mode:
-                return e
-        return None
+    def for_clause(self, clause: str, mode: str) -> list[Expectation]:
+        """The expected findings of ``clause`` in ``mode``."""
+        return [e for e in self.entries if e.clause == clause and e.mode == mode]
 
 
 def load_xfails(path: str | Path) -> Expectations:
+    """Read an expectations file; :class:`XfailsError` names the entry at fault."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
@@ -64,10 +80,11 @@ def load_xfails(path: str | Path) -> Expectations:
     except tomllib.TOMLDecodeError as exc:
         raise XfailsError(f"expectations file {path} is not TOML: {exc}") from None
     known = {c.id for c in load_catalogue()}
-    entries = []
+    entries: list[Expectation] = []
+    seen: set[tuple[str, str, str]] = set()
     for i, entry in enumerate(data.get("xfail", [])):
         where = f"{path}: xfail #{i + 1}"
-        for key in ("clause", "mode", "reason", "witness"):
+        for key in ("clause", "mode", "reason"):
             if key not in entry:
                 raise XfailsError(f"{where}: missing {key!r}")
         if entry["clause"] not in known:
@@ -75,8 +92,26 @@ def load_xfails(path: str | Path) -> Expectations:
         modes = MODES if entry["mode"] == "both" else (entry["mode"],)
         if any(m not in MODES for m in modes):
             raise XfailsError(f"{where}: mode must be normal, optimized or both, not {entry['mode']!r}")
-        for mode in modes:
-            entries.append(Expectation(entry["clause"], mode, entry["reason"], entry["witness"]))
+        findings = entry.get("finding")
+        if findings is None:
+            findings = [{k: entry[k] for k in ("signature", "witness") if k in entry}]
+        elif "signature" in entry or "witness" in entry:
+            raise XfailsError(f"{where}: give signature and witness, or [[xfail.finding]] tables, not both")
+        for j, finding in enumerate(findings):
+            at = f"{where}, finding #{j + 1}" if "finding" in entry else where
+            for key in ("signature", "witness"):
+                if key not in finding:
+                    raise XfailsError(f"{at}: missing {key!r}")
+            if not isinstance(finding["witness"], dict):
+                raise XfailsError(f"{at}: witness must be a table")
+            for mode in modes:
+                key3 = (entry["clause"], mode, str(finding["signature"]))
+                if key3 in seen:
+                    raise XfailsError(f"{at}: {entry['clause']} [{mode}] [{finding['signature']}] is "
+                                      "expected twice")
+                seen.add(key3)
+                entries.append(Expectation(entry["clause"], mode, str(finding["signature"]),
+                                           str(entry["reason"]), finding["witness"]))
     return Expectations(str(path), str(data.get("engine", "")), str(data.get("version", "")), tuple(entries))
 
 

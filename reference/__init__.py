@@ -30,7 +30,7 @@ from kvcontract.reference.merge import (
     merge,
     unify_page_sizes,
 )
-from kvcontract.reference.roles import AnnotationRule, Role, role_of, rule_of
+from kvcontract.reference.roles import AnnotationRule, Role, is_advisory, role_of, rule_of
 from kvcontract.reference.specs import (
     KINDS_BY_NAME,
     SPEC_KINDS,
@@ -57,7 +57,7 @@ __all__ = [
     "InvalidSpec", "KVCacheGroup", "KVCacheSpec", "KVDtype", "KVQuantMode", "MLAAttentionSpec",
     "MambaSpec", "MambaType", "RSWASpec", "Role", "SinkFullAttentionSpec", "SlidingWindowMLASpec",
     "SlidingWindowSpec", "SparseCacheRole", "group_layers", "is_uniform", "load_layer_table",
-    "merge", "role_of", "rule_of", "spec_fields", "unify_page_sizes",
+    "is_advisory", "merge", "role_of", "rule_of", "spec_fields", "unify_page_sizes",
     # runtime dispatch (spec chapter DISPATCH)
     "DispatchError", "InvalidRoutingRequest", "QueryLenSupport", "Routing", "RoutingRequest",
     "decode_threshold_of", "route",

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 ROLE_KEY: Final = "kvcontract.role"
 RULE_KEY: Final = "kvcontract.rule"
+ADVISORY_KEY: Final = "kvcontract.advisory"
 
 
 class Role(enum.Enum):
@@ -53,11 +54,17 @@ def capability(default: bool = False) -> Any:
     return dataclasses.field(default=default, metadata={ROLE_KEY: Role.CAPABILITY})
 
 
-def annotation(default: Any, rule: AnnotationRule) -> Any:
-    """An ANNOTATION field merged by ``rule`` (ROLE-ANNOTATION-1)."""
+def annotation(default: Any, rule: AnnotationRule, *, advisory: bool = False) -> Any:
+    """An ANNOTATION field merged by ``rule`` (ROLE-ANNOTATION-1); ``advisory`` when
+    engines document it as never affecting grouping (MERGE-ANNOTATION-2)."""
     return dataclasses.field(
-        default=default, metadata={ROLE_KEY: Role.ANNOTATION, RULE_KEY: rule}
+        default=default, metadata={ROLE_KEY: Role.ANNOTATION, RULE_KEY: rule, ADVISORY_KEY: advisory}
     )
+
+
+def is_advisory(f: dataclasses.Field[Any]) -> bool:
+    """Whether ``f`` is an advisory annotation (ROLE-ANNOTATION-1, MERGE-ANNOTATION-2)."""
+    return bool(f.metadata.get(ADVISORY_KEY, False))
 
 
 def role_of(f: dataclasses.Field[Any]) -> Role:

@@ -57,7 +57,7 @@ class KVCacheSpec:
     it changes blocks per request."""
     block_stride_alignment: int | None = layout(None)
     """Required byte alignment between physical blocks."""
-    is_draft: bool = annotation(False, AnnotationRule.ANY)
+    is_draft: bool = annotation(False, AnnotationRule.ANY, advisory=True)
     """Whether a draft (speculative) model owns the layer; a group holds draft
     layers when any member does."""
 

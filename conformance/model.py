@@ -1,0 +1,180 @@
+"""The law model: what a clause is, as the runner sees it.
+
+A :class:`Law` is one declarative record per engine-checkable clause: the
+example type it draws, its *systematic* enumerator (the finite structure of
+the contract, run first and deterministically), its hypothesis strategy (run
+after, at random), its oracle (``check``: raises :class:`Violation`), what it
+requires of the engine (else it skips, with the reason), and its snippet
+renderer. A :class:`Violation` carries a *signature*: what went wrong in
+engine terms (kinds, fields, outcome class), so that a finding is
+clause x mode x signature, and every distinct one is reported.
+
+Exceptions raised by the kit's own code while judging (a conversion, an
+adapter) are :class:`KitFailure`: the runner reports them as ``error``
+records, never as engine findings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from kvcontract import reference
+from kvcontract.conformance import strategies as strat
+from kvcontract.conformance.codec import spec_from_json, spec_to_json
+from kvcontract.conformance.engine import Engine
+from kvcontract.reference import KVCacheSpec
+from kvcontract.spec import clause as catalogue_clause
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One drawn input: a spec list (with an optional permutation, cut point or
+    odd field), or a layer table. JSON-serialisable as a pinned witness."""
+
+    specs: tuple[KVCacheSpec, ...] = ()
+    table: tuple[tuple[str, KVCacheSpec], ...] = ()
+    field: str | None = None
+    order: tuple[int, ...] = ()
+    cut: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.specs:
+            data["specs"] = [spec_to_json(s) for s in self.specs]
+        if self.table:
+            data["table"] = {n: spec_to_json(s) for n, s in self.table}
+        if self.field is not None:
+            data["field"] = self.field
+        if self.order:
+            data["order"] = list(self.order)
+        if self.cut:
+            data["cut"] = self.cut
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Example:
+        return cls(
+            specs=tuple(spec_from_json(s) for s in data.get("specs", [])),
+            table=tuple((n, spec_from_json(s)) for n, s in data.get("table", {}).items()),
+            field=data.get("field"),
+            order=tuple(data.get("order", ())),
+            cut=int(data.get("cut", 0)),
+        )
+
+    def kinds(self) -> list[str]:
+        """The spec kinds in the example, sorted, each once."""
+        return sorted({type(s).__name__ for s in self.specs} | {type(s).__name__ for _, s in self.table})
+
+
+class Violation(Exception):  # noqa: N818 - a finding, not a program error
+    """The engine broke a clause on an example.
+
+    ``signature`` names the defect in engine terms (``outcome:kinds:fields``);
+    two examples with one signature are one finding. ``check`` is Python
+    source that, appended to the snippet's setup, reproduces the finding (it
+    raises ``SystemExit("VIOLATION ...")`` when the engine still misbehaves).
+    """
+
+    def __init__(self, message: str, check: str, signature: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.check = check
+        self.signature = signature or "violation"
+        self.example: Example | None = None
+
+
+class KitFailure(Exception):
+    """The kit could not judge an example: its own code (an adapter's
+    conversion, a strategy) raised. Reported as an ``error`` record."""
+
+
+def signature(outcome: str, kinds: Iterable[str] = (), fields: Iterable[str] = ()) -> str:
+    """``outcome:Kind+Kind:field,field`` — the canonical form of a finding's signature."""
+    kind_part = "+".join(sorted(set(kinds)))
+    field_part = ",".join(sorted(set(fields)))
+    return ":".join(p for p in (outcome, kind_part, field_part) if p)
+
+
+class Renderer(Protocol):
+    def __call__(self, engine: Engine, law_: Law, ex: Example, violation: Violation,
+                 optimized: bool) -> str: ...
+
+
+def no_requirement(_engine: Engine) -> str | None:
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Law:
+    """A clause as a property over examples (one record per clause)."""
+
+    clause: str
+    strategy: Callable[[strat.Domain], Any]
+    """Hypothesis strategy of examples, given the engine's domain."""
+    check: Callable[[Engine, Example], None]
+    """The oracle: returns when the engine conforms, raises :class:`Violation` otherwise."""
+    requires: Callable[[Engine], str | None] = no_requirement
+    """The reason the law cannot run on an engine (it skips), or None."""
+    systematic: Callable[[strat.Domain], Iterable[Example]] | None = None
+    """The finite part of the clause's input space, enumerated deterministically."""
+    example_type: type[Example] = Example
+    render: Renderer | None = None
+    """Snippet renderer; None: :func:`render_snippet`."""
+
+    @property
+    def title(self) -> str:
+        return catalogue_clause(self.clause).title
+
+    @property
+    def level(self) -> str:
+        return catalogue_clause(self.clause).level
+
+    def snippet(self, engine: Engine, ex: Example, violation: Violation, optimized: bool) -> str:
+        renderer = self.render or render_snippet
+        return renderer(engine, self, ex, violation, optimized)
+
+
+def domain_of(engine: Engine) -> strat.Domain:
+    """The strategies' domain for an engine: its kinds; its missing fields pinned."""
+    missing = engine.unsupported_kinds()
+    kinds = tuple(k for k in reference.SPEC_KINDS if k not in missing)
+    pinned = tuple((k, frozenset(engine.unsupported_fields(k))) for k in kinds)
+    return strat.Domain(kinds=kinds, pinned=pinned)
+
+
+def render_snippet(engine: Engine, law_: Law, ex: Example, violation: Violation, optimized: bool) -> str:
+    """A self-contained Python program that reproduces ``violation``."""
+    kinds = sorted({type(s) for s in ex.specs} | {type(s) for _, s in ex.table}, key=lambda k: k.__name__)
+    interpreter = "python -O" if optimized else "python"
+    lines = [
+        f"# kvcontract repro: {law_.clause} ({law_.title}) on {engine.name} {engine.version}",
+        f"# run with: {interpreter} repro.py",
+        f"# finding [{violation.signature}]: {violation.message}",
+        *engine.snippet_imports(kinds),
+    ]
+    if ex.specs:
+        lines.append("specs = [")
+        lines += [f"    {engine.render_spec(s)}," for s in ex.specs]
+        lines.append("]")
+    if ex.table or "UNIFORM(" in violation.check or "GROUPS(" in violation.check:
+        lines.append("table = {")
+        lines += [f"    {n!r}: {engine.render_spec(s)}," for n, s in ex.table]
+        if not ex.table and ex.specs:
+            lines += [f"    'layers.{i}': specs[{i}]," for i in range(len(ex.specs))]
+        lines.append("}")
+    check = violation.check
+    if "EXPECTED[" in check:
+        want = reference.merge(list(ex.specs))
+        check = check.replace("expected = EXPECTED[0]", f"expected = {engine.render_spec(want)}")
+    check = check.replace("MERGE(", "_merge(").replace("UNIFORM(", "_uniform(")
+    check = check.replace("GROUP_PAIRS(", "_group_pairs(").replace("GROUPS(", "_groups(")
+    lines += [
+        f"def _merge(specs): return {engine.render_merge('specs')}",
+        f"def _uniform(table): return {engine.render_is_uniform('table')}",
+        f"def _groups(table): return {engine.render_group_layers('table')}",
+        f"def _group_pairs(groups): return {engine.render_group_pairs('groups')}",
+        check,
+    ]
+    return "\n".join(lines) + "\n"

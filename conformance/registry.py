@@ -1,0 +1,27 @@
+"""Engine names as the command lines accept them: builtins, installed entry
+points, ``package.module:factory``, and ``mutant:<name>`` from the catalogue.
+
+Only the command lines and their workers import this module; the laws and the
+runner's judging code never see the mutant catalogue.
+"""
+
+from __future__ import annotations
+
+from kvcontract.conformance.engine import Engine, engine_names, load_engine
+from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
+
+
+def resolve_engine(name: str) -> Engine:
+    """The engine called ``name``; ``mutant:<key>`` names a catalogue mutant.
+
+    Raises :class:`~kvcontract.conformance.engine.UnknownEngine` or
+    :class:`~kvcontract.conformance.engine.EngineUnavailable`.
+    """
+    if name.startswith("mutant:"):
+        return load_mutant(name.removeprefix("mutant:"))
+    return load_engine(name)
+
+
+def all_engine_names() -> list[str]:
+    """Every name ``resolve_engine`` accepts, but ``package.module:factory``."""
+    return [*engine_names(), *(f"mutant:{k}" for k in [*MUTANTS, *KNOWN_SURVIVORS])]

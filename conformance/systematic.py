@@ -1,0 +1,317 @@
+"""The systematic phase: the contract's finite structure, enumerated.
+
+Kinds x fields x roles is small. Before any random search, every law runs on
+examples built deterministically from it:
+
+- every kind, alone and with each field set to another valid value
+  (:func:`single_specs`);
+- every (kind, field that must agree): two members that differ in that field
+  only, the odd one first and last (:func:`near_misses`);
+- every (kind, capability or any-annotation field): 2- and 3-member lists
+  with the flag at each position (:func:`flag_patterns`); every (kind,
+  common-annotation field): members that set it or leave it None;
+- every ordered pair of kinds, agreeing on every shared field
+  (:func:`kind_pairs`);
+- layer tables built from those: one kind with target and draft layers, two
+  kinds side by side, page sizes that do and do not divide
+  (:func:`tables`).
+
+Values come from the field's own domain: a table of realistic values where
+one exists, else derived from the field's default (a flag flipped, a count
+doubled, an enum's other members), so a field added to a kind is enumerated
+the day it appears.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+from kvcontract.conformance.strategies import KIND_DOMAINS, Domain, disagreeing_fields
+from kvcontract.reference import (
+    AnnotationRule,
+    InvalidSpec,
+    KVCacheSpec,
+    KVDtype,
+    Role,
+    role_of,
+    rule_of,
+)
+
+REQUIRED: dict[str, Any] = {
+    "block_size": 16,
+    "num_kv_heads": 1,
+    "head_size": 64,
+    "dtype": KVDtype.BFLOAT16,
+    "sliding_window": 128,
+    "attention_chunk_size": 256,
+    "rswa_window": 512,
+    "shapes": ((4, 256),),
+    "dtypes": (KVDtype.BFLOAT16,),
+}
+"""Values for fields without a default (the base spec of each kind)."""
+
+ALTERNATIVES: dict[str, tuple[Any, ...]] = {
+    "block_size": (32, 64),
+    "num_kv_heads": (2, 8),
+    "head_size": (128, 576),
+    "dtype": (KVDtype.FLOAT16, KVDtype.FLOAT32, KVDtype.FLOAT8_E4M3),
+    "head_size_v": (32, 128),
+    "block_stride_alignment": (256, 4096),
+    "max_tp_shards": (2, 8),
+    "num_head_slots": (2, 16),
+    "state_content_bytes": (128, 656),
+    "tokens_per_state": (4, 2),
+    "sliding_window": (4096, 256),
+    "attention_chunk_size": (8192, 512),
+    "cache_dtype_str": ("fp8_ds_mla", "auto"),
+    "topk_buffer_width": (2048, 1024),
+    "alignment": (4096, 576),
+    "model_version": ("deepseek_v4", "other"),
+    "rswa_window": (2048, 1024),
+    "sink_len": (16, 64),
+    "extra_retained_tokens": (3, 1),
+    "shapes": (((3, 1024), (16, 64, 64)), ((2, 64, 32),)),
+    "dtypes": ((KVDtype.FLOAT32,), (KVDtype.FLOAT16,)),
+    "state_alignment": (128, 3),
+    "mamba_cache_mode": ("align", "all"),
+    "num_speculative_blocks": (2, 1),
+}
+"""Realistic other values per field name; a field not listed derives its own."""
+
+
+def _derived_alternatives(default: Any) -> tuple[Any, ...]:
+    if isinstance(default, bool):
+        return (not default,)
+    if isinstance(default, enum.Enum):
+        return tuple(m for m in type(default) if m is not default)
+    if isinstance(default, int):
+        return (default * 2 or 1, default + 1)
+    if isinstance(default, str):
+        return (f"{default}_other", "other")
+    if default is None:
+        return (64, 128, "other", True)
+    return ()
+
+
+def _build(kind: type[KVCacheSpec], values: dict[str, Any]) -> KVCacheSpec | None:
+    try:
+        return kind(**values)
+    except (InvalidSpec, TypeError, ValueError):
+        return None
+
+
+def _settable(kind: type[KVCacheSpec], domain: Domain) -> list[dataclasses.Field[Any]]:
+    pinned = domain.pinned_fields(kind)
+    return [f for f in dataclasses.fields(kind) if f.init and f.name not in pinned]
+
+
+@functools.cache
+def _base(kind: type[KVCacheSpec], pinned: frozenset[str]) -> KVCacheSpec | None:
+    values = {f.name: REQUIRED[f.name] for f in dataclasses.fields(kind)
+              if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+              and f.name in REQUIRED}
+    if any("MLA" in c.__name__ for c in kind.__mro__) and "head_size" in values:
+        values["head_size"] = 576  # one latent vector of 512 + 64 per token
+    return _build(kind, values)
+
+
+def base_spec(kind: type[KVCacheSpec], domain: Domain) -> KVCacheSpec | None:
+    """The base spec of ``kind``: defaults, required fields at realistic values."""
+    return _base(kind, domain.pinned_fields(kind))
+
+
+def _kind_values(kind: type[KVCacheSpec], name: str) -> tuple[Any, ...] | None:
+    """The values a kind (or a kind it derives from) restricts a field to, e.g.
+    an MLA cache's single latent head; None when the kind does not restrict it."""
+    for cls in kind.__mro__:
+        strategy = KIND_DOMAINS.get((cls, name))  # type: ignore[call-overload]
+        if strategy is not None:
+            return tuple(getattr(strategy, "elements", ()))
+    return None
+
+
+def variants(kind: type[KVCacheSpec], name: str, domain: Domain) -> list[KVCacheSpec]:
+    """Valid specs equal to the base except for field ``name`` (each alternative value)."""
+    base = base_spec(kind, domain)
+    if base is None:
+        return []
+    current = getattr(base, name)
+    candidates = _kind_values(kind, name)
+    if candidates is None:
+        candidates = ALTERNATIVES.get(name)
+    if name == "page_size_padded":
+        candidates = (base.page_size_bytes * 2,)  # padded beyond the content
+    if candidates is None:
+        f = next(f for f in dataclasses.fields(kind) if f.name == name)
+        default = f.default if f.default is not dataclasses.MISSING else current
+        candidates = _derived_alternatives(default)
+    out = []
+    for value in candidates:
+        if value == current:
+            continue
+        changes = {name: value}
+        if name == "shapes":
+            changes["dtypes"] = tuple(KVDtype.BFLOAT16 for _ in value)
+        try:
+            spec = dataclasses.replace(base, **changes)
+        except (InvalidSpec, TypeError, ValueError):
+            continue
+        if getattr(spec, name) != current and spec.page_size_bytes > 0:
+            out.append(spec)
+    return out
+
+
+def single_specs(domain: Domain) -> Iterator[KVCacheSpec]:
+    """Every kind's base spec, then the base with each settable field changed."""
+    for kind in domain.kinds:
+        base = base_spec(kind, domain)
+        if base is None:
+            continue
+        yield base
+        for f in _settable(kind, domain):
+            yield from variants(kind, f.name, domain)[:1]
+
+
+def near_misses(domain: Domain) -> Iterator[tuple[list[KVCacheSpec], str]]:
+    """Every (kind, field that must agree): [base, odd] and [odd, base]."""
+    for kind in domain.kinds:
+        base = base_spec(kind, domain)
+        if base is None:
+            continue
+        pinned = domain.pinned_fields(kind)
+        for name in disagreeing_fields(kind):
+            if name in pinned:
+                continue
+            f = next(f for f in dataclasses.fields(kind) if f.name == name)
+            left = base
+            if role_of(f) is Role.ANNOTATION:
+                # a common annotation disagrees only between members that set it
+                options = variants(kind, name, domain)
+                if len(options) < 2:
+                    continue
+                left, odd = options[0], options[1]
+            else:
+                options = variants(kind, name, domain)
+                if not options:
+                    continue
+                odd = options[0]
+            yield [left, odd], name
+            yield [odd, left], name
+
+
+def _flag_fields(kind: type[KVCacheSpec], domain: Domain) -> list[str]:
+    pinned = domain.pinned_fields(kind)
+    return [f.name for f in dataclasses.fields(kind) if f.name not in pinned and (
+        role_of(f) is Role.CAPABILITY
+        or (role_of(f) is Role.ANNOTATION and rule_of(f) is AnnotationRule.ANY))]
+
+
+def _common_fields(kind: type[KVCacheSpec], domain: Domain) -> list[str]:
+    pinned = domain.pinned_fields(kind)
+    return [f.name for f in dataclasses.fields(kind) if f.name not in pinned
+            and role_of(f) is Role.ANNOTATION and rule_of(f) is AnnotationRule.COMMON]
+
+
+def flag_patterns(domain: Domain) -> Iterator[list[KVCacheSpec]]:
+    """Compatible lists: for every (kind, flag field), 2 and 3 members with the
+    flag set at each position; for every common annotation, members that set it
+    and members that leave it None, in each order."""
+    for kind in domain.kinds:
+        base = base_spec(kind, domain)
+        if base is None:
+            continue
+        for name in _flag_fields(kind, domain):
+            on = _build_replace(base, {name: not getattr(base, name)})
+            if on is None:
+                continue
+            for size in (2, 3):
+                for position in range(size):
+                    yield [on if i == position else base for i in range(size)]
+        for name in _common_fields(kind, domain):
+            options = [v for v in variants(kind, name, domain) if getattr(v, name) is not None]
+            if not options or getattr(base, name) is not None:
+                continue
+            set_ = options[0]
+            yield [set_, base]
+            yield [base, set_]
+            yield [base, set_, set_]
+
+
+def _build_replace(base: KVCacheSpec, changes: dict[str, Any]) -> KVCacheSpec | None:
+    try:
+        return dataclasses.replace(base, **changes)
+    except (InvalidSpec, TypeError, ValueError):
+        return None
+
+
+def kind_pairs(domain: Domain) -> Iterator[tuple[KVCacheSpec, KVCacheSpec]]:
+    """Every ordered pair of distinct kinds, the second agreeing with the first
+    on every field they share (only the kind tells them apart)."""
+    for first_kind, second_kind in itertools.permutations(domain.kinds, 2):
+        first = base_spec(first_kind, domain)
+        second = base_spec(second_kind, domain)
+        if first is None or second is None:
+            continue
+        required = {f.name for f in dataclasses.fields(second_kind) if f.default is dataclasses.MISSING}
+        shared = {f.name for f in _settable(second_kind, domain)} & {f.name for f in dataclasses.fields(first)}
+        aligned = _build_replace(second, {n: getattr(first, n) for n in shared
+                                          if not (n in required and getattr(first, n) is None)})
+        yield first, aligned if aligned is not None else second
+
+
+def tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
+    """Layer tables: each kind with target and draft layers (flags set on some),
+    each pair of kinds side by side, and pairs whose pages do not divide."""
+    for kind in domain.kinds:
+        base = base_spec(kind, domain)
+        if base is None:
+            continue
+        table = {"layers.0": base, "layers.1": base}
+        for i, name in enumerate(_flag_fields(kind, domain)):
+            on = _build_replace(base, {name: not getattr(base, name)})
+            if on is not None:
+                table[f"layers.{i + 2}"] = on
+        yield table
+    for first_kind, second_kind in itertools.combinations(domain.kinds, 2):
+        first, second = base_spec(first_kind, domain), base_spec(second_kind, domain)
+        if first is None or second is None:
+            continue
+        yield {"layers.0": first, "layers.1": second, "layers.2": first}
+        bigger = variants(second_kind, "block_size", domain)
+        if bigger:
+            yield {"layers.0": first, "layers.1": bigger[0]}
+
+
+def uniform_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
+    """Tables whose specs all merge: one kind, flags varied per layer."""
+    for specs in flag_patterns(domain):
+        yield {f"layers.{i}": s for i, s in enumerate(specs)}
+
+
+def exercised(specs: list[KVCacheSpec]) -> set[tuple[str, str]]:
+    """(kind, field) pairs an example exercises: the field differs between
+    members, or from the field's default in some member."""
+    out: set[tuple[str, str]] = set()
+    for spec in specs:
+        for f in dataclasses.fields(spec):
+            value = getattr(spec, f.name)
+            if f.default is not dataclasses.MISSING and value != f.default:
+                out.add((type(spec).__name__, f.name))
+    by_kind: dict[type[KVCacheSpec], list[KVCacheSpec]] = {}
+    for spec in specs:
+        by_kind.setdefault(type(spec), []).append(spec)
+    for kind, members in by_kind.items():
+        for f in dataclasses.fields(kind):
+            if len({repr(getattr(m, f.name)) for m in members}) > 1:
+                out.add((kind.__name__, f.name))
+    return out
+
+
+def all_pairs(domain: Domain) -> set[tuple[str, str]]:
+    """Every (kind, field) of the domain (pinned fields excluded)."""
+    return {(k.__name__, f.name) for k in domain.kinds for f in _settable(k, domain)}

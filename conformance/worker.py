@@ -1,0 +1,301 @@
+"""Supervised worker processes: the one place where engine code runs.
+
+Engines under test are untrusted code: they may hang, crash the interpreter or
+print to the terminal. Every verb that runs an engine (``check``, ``mutants``,
+``symbolic``) runs it here, in a worker subprocess (``python [-O] -m
+kvcontract.conformance.worker``) driven by a :class:`Worker` in the command
+line's own process:
+
+- the supervisor sends one *task* at a time: a JSON line naming a function
+  (``"package.module:function"``) and its JSON arguments;
+- the worker calls ``function(args, emit)``; ``emit(dict)`` reports progress
+  (for a law: the example being run, as a pinned witness), and the function's
+  return value (JSON) ends the task;
+- a task that exceeds its time limit, or stays silent longer than its
+  per-example limit, is killed; a worker that dies (abort, segfault, exit) ends
+  its task too. Either way the task's :class:`TaskResult` says what happened
+  (signal or timeout, and the last example emitted), and the next task starts
+  a fresh worker;
+- the worker's file descriptors 1 and 2 go to a log file, so engine log lines
+  never reach the terminal; the protocol uses a private copy of the original
+  stdout. The log's tail is kept for the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+Emit = Callable[[Mapping[str, Any]], None]
+TaskFunction = Callable[[Mapping[str, Any], Emit], Any]
+
+LOG_TAIL_LINES = 40
+
+
+class KitError(RuntimeError):
+    """The kit's own code failed inside a worker (an adapter, a conversion, a
+    strategy): reported as an ``error`` record, never as an engine finding."""
+
+
+@dataclasses.dataclass
+class TaskResult:
+    """How one task ended.
+
+    ``status``: ``done`` (``value`` holds the function's return value),
+    ``raised`` (the function raised; ``error`` names the exception and
+    ``where`` its last frame), ``timeout`` or ``crashed`` (``error`` says why;
+    ``last_event`` is the last progress the task emitted, e.g. the example
+    being run).
+    """
+
+    status: str
+    value: Any = None
+    error: str = ""
+    where: str = ""
+    last_event: Mapping[str, Any] | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "done"
+
+
+def describe_exit(returncode: int) -> str:
+    """``killed by SIGABRT`` / ``exited with 3``."""
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with {returncode}"
+
+
+class Worker:
+    """A supervised worker subprocess, restarted after a hang or a crash.
+
+    ``optimized`` runs it under ``python -O``. ``on_event`` sees every progress
+    event of every task (the supervisor's progress lines).
+    """
+
+    def __init__(self, *, optimized: bool = False, env: Mapping[str, str] | None = None) -> None:
+        self.optimized = optimized
+        self.env = dict(os.environ if env is None else env)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._logdir = tempfile.TemporaryDirectory(prefix="kvcontract-worker-")
+        self.log_path = Path(self._logdir.name) / "worker.log"
+        self.starts = 0
+        self._next_id = 0
+
+    # -- lifecycle -------------------------------------------------------------
+    def _start(self) -> subprocess.Popen[bytes]:
+        cmd = [sys.executable, *(["-O"] if self.optimized else []), "-m", "kvcontract.conformance.worker"]
+        env = dict(self.env)
+        if self.optimized:
+            env["PYTHONOPTIMIZE"] = "1"
+        else:
+            env.pop("PYTHONOPTIMIZE", None)
+        log = self.log_path.open("ab")
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                    env=env, start_new_session=True)
+        finally:
+            log.close()
+        self._lines = queue.Queue()
+        threading.Thread(target=_pump, args=(proc.stdout, self._lines), daemon=True).start()
+        self._proc = proc
+        self.starts += 1
+        return proc
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        """Stop the worker (it exits when its stdin closes) and drop the log."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None and proc.stdin is not None:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self._kill()
+        self._logdir.cleanup()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        """The last lines the engine (and the worker) printed, for the report."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return []
+        return text.splitlines()[-lines:]
+
+    # -- tasks -----------------------------------------------------------------
+    def run(self, call: str, args: Mapping[str, Any], *, timeout: float,
+            heartbeat: float | None = None, on_event: Emit | None = None) -> TaskResult:
+        """Run ``call(args, emit)`` in the worker; never raises for what the task does.
+
+        ``timeout``: seconds for the whole task. ``heartbeat``: seconds the task
+        may stay silent (no event) before it counts as hung.
+        """
+        start = time.monotonic()
+        proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
+        self._next_id += 1
+        task_id = self._next_id
+        line = json.dumps({"id": task_id, "call": call, "args": args}, default=str) + "\n"
+        try:
+            if proc.stdin is None:
+                raise BrokenPipeError("worker has no stdin")
+            proc.stdin.write(line.encode())
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return self._died(start, None)
+        deadline = start + timeout
+        last_event: Mapping[str, Any] | None = None
+        while True:
+            now = time.monotonic()
+            wait = deadline - now
+            if heartbeat is not None:
+                wait = min(wait, heartbeat)
+            if wait <= 0:
+                return self._hung(start, last_event, timeout, heartbeat, now >= deadline)
+            try:
+                raw = self._lines.get(timeout=wait)
+            except queue.Empty:
+                now = time.monotonic()
+                return self._hung(start, last_event, timeout, heartbeat, now >= deadline)
+            if raw is None:
+                return self._died(start, last_event)
+            try:
+                message = json.loads(raw)
+            except ValueError:
+                continue  # not ours (cannot happen: fd 1 is the log), ignore
+            if message.get("id") != task_id:
+                continue
+            if "event" in message:
+                last_event = message["event"]
+                if on_event is not None:
+                    on_event(last_event)
+                continue
+            seconds = time.monotonic() - start
+            if "done" in message:
+                return TaskResult("done", value=message["done"], last_event=last_event, seconds=seconds)
+            return TaskResult("raised", error=str(message.get("raised", "")),
+                              where=str(message.get("where", "")), last_event=last_event, seconds=seconds)
+
+    def _hung(self, start: float, last_event: Mapping[str, Any] | None, timeout: float,
+              heartbeat: float | None, whole: bool) -> TaskResult:
+        self._kill()
+        limit = (f"did not finish within its {timeout:g}s limit" if whole or heartbeat is None
+                 else f"made no progress for {heartbeat:g}s (per-example limit)")
+        return TaskResult("timeout", error=f"the engine {limit}; the worker was killed",
+                          last_event=last_event, seconds=time.monotonic() - start)
+
+    def _died(self, start: float, last_event: Mapping[str, Any] | None) -> TaskResult:
+        proc = self._proc
+        code = proc.wait() if proc is not None else 0
+        self._kill()
+        tail = [line for line in self.log_tail(6) if line.strip()][-3:]
+        detail = f" (last log lines: {' | '.join(tail)})" if tail else ""
+        return TaskResult("crashed", error=f"the worker {describe_exit(code)}{detail}",
+                          last_event=last_event, seconds=time.monotonic() - start)
+
+
+def _pump(stream: IO[bytes] | None, lines: queue.Queue[bytes | None]) -> None:
+    if stream is None:
+        lines.put(None)
+        return
+    try:
+        for raw in stream:
+            lines.put(raw)
+    except (OSError, ValueError):
+        pass
+    lines.put(None)
+
+
+# -- the worker side ------------------------------------------------------------------
+
+
+def last_frame(exc: BaseException) -> str:
+    """``file:line in function`` of the innermost frame of ``exc``'s traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f"{frame.filename}:{frame.lineno} in {frame.name}"
+
+
+def _resolve(call: str) -> TaskFunction:
+    module_name, _, name = call.partition(":")
+    if not module_name.startswith("kvcontract."):
+        raise KitError(f"worker tasks must be kvcontract functions, not {call!r}")
+    function: TaskFunction = getattr(importlib.import_module(module_name), name)
+    return function
+
+
+def serve() -> int:
+    """The worker's loop: read tasks from stdin, answer on the original stdout."""
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # fd 1 -> the log file the supervisor gave as stderr
+    sys.stdout = sys.stderr
+    lock = threading.Lock()
+
+    def send(message: Mapping[str, Any]) -> None:
+        text = json.dumps(message, default=str)
+        with lock:
+            protocol.write(text + "\n")
+            protocol.flush()
+
+    for raw in sys.stdin:
+        if not raw.strip():
+            continue
+        task = json.loads(raw)
+        task_id = task["id"]
+
+        def emit(event: Mapping[str, Any], _id: int = task_id) -> None:
+            send({"id": _id, "event": dict(event)})
+
+        try:
+            value = _resolve(task["call"])(task.get("args", {}), emit)
+        except Exception as exc:  # noqa: BLE001 - the supervisor judges; the worker reports
+            send({"id": task_id, "raised": f"{type(exc).__name__}: {exc}", "where": last_frame(exc)})
+            continue
+        send({"id": task_id, "done": value})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
