@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -128,9 +127,14 @@ REQUIRED_DOMAINS: dict[str, Any] = {
 }
 
 
-@functools.cache
+_FIELD_TYPES: dict[str, dict[str, Any]] = {}
+
+
 def _field_types(kind: type[KVCacheSpec]) -> dict[str, Any]:
-    return typing.get_type_hints(kind)
+    key = f"{kind.__module__}.{kind.__qualname__}"
+    if key not in _FIELD_TYPES:
+        _FIELD_TYPES[key] = typing.get_type_hints(kind)
+    return _FIELD_TYPES[key]
 
 
 def _enum_key(kind: type[KVCacheSpec], name: str) -> str | None:
@@ -316,7 +320,7 @@ def near_misses(
     base = members[0]
     current = getattr(base, field_name)
     if field_name == "dtypes":
-        values = state_dtypes(len(base.shapes), domain)  # type: ignore[attr-defined]
+        values = state_dtypes(len(getattr(base, "shapes")), domain)  # noqa: B009 - MambaSpec only
     else:
         values = field_domain(kind, f, domain)
     value = draw(values.filter(lambda v: v != current and v is not None)

@@ -153,7 +153,7 @@ def _role_name(f: dataclasses.Field[Any]) -> str:
     if role is Role.ANNOTATION:
         rule = rule_of(f)
         return f"annotation ({'any' if rule is AnnotationRule.ANY else 'common'})"
-    return role.value
+    return str(role.value)
 
 
 def _reference_field(reference: type, name: str) -> dataclasses.Field[Any] | None:
@@ -162,7 +162,7 @@ def _reference_field(reference: type, name: str) -> dataclasses.Field[Any] | Non
 
 def _type_text(f: dataclasses.Field[Any]) -> str:
     tp = f.type
-    return tp if isinstance(tp, str) else getattr(tp, "__name__", repr(tp))
+    return tp if isinstance(tp, str) else str(getattr(tp, "__name__", repr(tp)))
 
 
 def _engine_label(engine: Any) -> str:
