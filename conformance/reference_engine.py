@@ -20,6 +20,10 @@ class ReferenceEngine:
     error_type: type[BaseException] = AssertionError
     supports_empty_merge = True
 
+    def spec_classes(self) -> list[type]:
+        """The reference's bases and kinds (ROLE-COVER-1: all classified)."""
+        return [*reference.BASE_KINDS, *reference.SPEC_KINDS]
+
     def unsupported_kinds(self) -> Mapping[type[KVCacheSpec], str]:
         return {}
 

@@ -9,13 +9,19 @@
   target + draft layers, several kinds at once (chapter GROUP).
 
 Values come from small, realistic domains (:data:`FIELD_DOMAINS`), so that every
-engine can represent them and shrinking ends on readable examples.
+engine can represent them and shrinking ends on readable examples. Enumerated value
+sets (dtypes, enum members) come from the engine when its adapter offers
+``value_domains()`` (:func:`domain_for`): every value the engine accepts, not a
+hand-picked few. Counts that are almost always at their default (``tokens_per_state``,
+Mamba's ``num_heads``) keep it most of the time.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import enum
+import typing
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hypothesis import assume
@@ -28,6 +34,7 @@ from kvcontract.reference import (
     KVCacheSpec,
     KVDtype,
     KVQuantMode,
+    MambaSpec,
     MambaType,
     MLAAttentionSpec,
     Role,
@@ -38,10 +45,24 @@ from kvcontract.reference import (
 )
 
 ATTENTION_DTYPES = (KVDtype.BFLOAT16, KVDtype.FLOAT16, KVDtype.FLOAT32, KVDtype.FLOAT8_E4M3, KVDtype.UINT8)
+"""The first dtypes drawn (shrinking ends on them); every other ``KVDtype`` follows."""
+
+ALL_DTYPES = (*ATTENTION_DTYPES, *(d for d in KVDtype if d not in ATTENTION_DTYPES))
+
+ENUM_TYPES: dict[str, type[enum.Enum]] = {
+    "KVDtype": KVDtype, "KVQuantMode": KVQuantMode, "SparseCacheRole": SparseCacheRole,
+    "MambaType": MambaType,
+}
+"""Reference value types whose value set an engine may narrow or fill (``Domain.values``)."""
 
 
 def _optional(values: Sequence[Any]) -> Any:
     return st.sampled_from([None, *values])
+
+
+def _mostly(default: Any, others: Sequence[Any], weight: int = 7) -> Any:
+    """``default`` about ``weight`` times in ``weight + len(others)``; shrinks to it."""
+    return st.sampled_from([default] * weight + list(others))
 
 
 FIELD_DOMAINS: dict[str, Any] = {
@@ -59,7 +80,7 @@ FIELD_DOMAINS: dict[str, Any] = {
     "num_head_slots": _optional([1, 2, 16]),
     "state_content_bytes": _optional([128, 656]),
     "kv_head_major_slots": st.booleans(),
-    "tokens_per_state": st.sampled_from([1, 4]),
+    "tokens_per_state": _mostly(1, [4]),
     "sliding_window": _optional([128, 4096]),
     "attention_chunk_size": _optional([256, 8192]),
     "non_causal": st.booleans(),
@@ -74,12 +95,19 @@ FIELD_DOMAINS: dict[str, Any] = {
     "sink_len": _optional([16, 64]),
     "extra_retained_tokens": st.sampled_from([0, 3]),
     "bounded_replay": st.booleans(),
-    "shapes": st.sampled_from([((3, 1024), (16, 64, 64)), ((4, 256),), ((2, 64, 32), (8, 8))]),
-    "state_alignment": st.sampled_from([1, 128]),
+    # Some states are not multiples of any alignment drawn: 3x5 and 7x33 elements.
+    "shapes": st.sampled_from([((3, 1024), (16, 64, 64)), ((4, 256),), ((2, 64, 32), (8, 8)),
+                               ((3, 5),), ((7, 33), (5, 3))]),
+    "state_alignment": st.sampled_from([1, 128, 64]),
     "mamba_type": st.sampled_from(list(MambaType)),
     "mamba_cache_mode": st.sampled_from(["none", "align"]),
     "num_speculative_blocks": st.sampled_from([0, 2]),
+    "num_prefill_checkpoint_blocks": _mostly(0, [1, 2], weight=3),
+    "prefill_checkpoint_alignment": _mostly(None, [16, 64], weight=3),
+    "num_heads": _mostly(1, [2, 8]),
     "tp_replicated": st.booleans(),
+    "page_size": st.sampled_from([4096, 65536, 1536]),
+    "blocks_per_request": st.sampled_from([1, 4]),
 }
 """Values drawn per field name (``dtypes`` of Mamba follows ``shapes``)."""
 
@@ -89,32 +117,49 @@ KIND_DOMAINS: dict[tuple[type[KVCacheSpec], str], Any] = {
     (SlidingWindowMLASpec, "head_size_v"): st.just(0),
     (MLAAttentionSpec, "num_kv_heads"): st.just(1),
     (SlidingWindowMLASpec, "num_kv_heads"): st.just(1),
-    # Sliding-window layers always have a window.
+    # A Mamba page holds one state per block unless the view says otherwise.
+    (MambaSpec, "tokens_per_state"): _mostly(-1, [1, 4]),
 }
+"""Per-kind domains; a kind inherits those of the kinds it extends."""
 REQUIRED_DOMAINS: dict[str, Any] = {
     "sliding_window": st.sampled_from([128, 4096]),
     "attention_chunk_size": st.sampled_from([256, 8192]),
 }
 
 
-def field_domain(kind: type[KVCacheSpec], f: dataclasses.Field[Any]) -> Any:
-    """The strategy for one field of one kind."""
-    if (kind, f.name) in KIND_DOMAINS:
-        return KIND_DOMAINS[(kind, f.name)]
-    if f.default is dataclasses.MISSING and f.name in REQUIRED_DOMAINS:
-        return REQUIRED_DOMAINS[f.name]
-    if f.name not in FIELD_DOMAINS:
-        raise KeyError(f"no value domain for field {kind.__name__}.{f.name}")
-    return FIELD_DOMAINS[f.name]
+_FIELD_TYPES: dict[str, dict[str, Any]] = {}
+
+
+def _field_types(kind: type[KVCacheSpec]) -> dict[str, Any]:
+    key = f"{kind.__module__}.{kind.__qualname__}"
+    if key not in _FIELD_TYPES:
+        _FIELD_TYPES[key] = typing.get_type_hints(kind)
+    return _FIELD_TYPES[key]
+
+
+def _enum_key(kind: type[KVCacheSpec], name: str) -> str | None:
+    """The :data:`ENUM_TYPES` key of a field's value type (``dtypes``: its elements')."""
+    tp = _field_types(kind).get(name)
+    if typing.get_origin(tp) is tuple:
+        tp = typing.get_args(tp)[0]
+    for key, enum_type in ENUM_TYPES.items():
+        if tp is enum_type:
+            return key
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
 class Domain:
-    """What an engine can represent: its kinds, and per kind the fields it lacks
-    (kept at their defaults). The default domain is the whole reference."""
+    """What an engine can represent: its kinds, per kind the fields it lacks
+    (kept at their defaults), and per enumerated value type (a key of
+    :data:`ENUM_TYPES`) the values it accepts. The default domain is the whole
+    reference: every kind, every field, every value."""
 
     kinds: tuple[type[KVCacheSpec], ...] = SPEC_KINDS
     pinned: tuple[tuple[type[KVCacheSpec], frozenset[str]], ...] = ()
+    values: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    """``(type key, values)``: the engine's value set for that type, in the
+    reference's values; a type not listed takes every reference value."""
 
     def pinned_fields(self, kind: type[KVCacheSpec]) -> frozenset[str]:
         for k, names in self.pinned:
@@ -122,8 +167,56 @@ class Domain:
                 return names
         return frozenset()
 
+    def values_of(self, key: str) -> tuple[Any, ...]:
+        """The values of an enumerated type (e.g. ``"KVDtype"``) in this domain."""
+        for k, values in self.values:
+            if k == key:
+                return values
+        return ALL_DTYPES if key == "KVDtype" else tuple(ENUM_TYPES[key])
+
 
 FULL_DOMAIN = Domain()
+
+
+def field_domain(kind: type[KVCacheSpec], f: dataclasses.Field[Any], domain: Domain = FULL_DOMAIN) -> Any:
+    """The strategy for one field of one kind (``dtypes`` of Mamba: :func:`state_dtypes`)."""
+    for k in kind.__mro__:
+        if (k, f.name) in KIND_DOMAINS:
+            return KIND_DOMAINS[(k, f.name)]
+    if f.default is dataclasses.MISSING and f.name in REQUIRED_DOMAINS:
+        return REQUIRED_DOMAINS[f.name]
+    key = _enum_key(kind, f.name)
+    if key is not None and f.name != "dtypes":
+        values = list(domain.values_of(key))
+        if f.default in values:  # shrink towards the default
+            values.remove(f.default)
+            values.insert(0, f.default)
+        return st.sampled_from(values)
+    if f.name not in FIELD_DOMAINS:
+        raise KeyError(f"no value domain for field {kind.__name__}.{f.name}")
+    return FIELD_DOMAINS[f.name]
+
+
+def state_dtypes(count: int, domain: Domain = FULL_DOMAIN) -> Any:
+    """Element types of ``count`` Mamba states."""
+    return st.tuples(*[st.sampled_from(domain.values_of("KVDtype")) for _ in range(count)])
+
+
+def domain_for(engine: Any) -> Domain:
+    """The domain an engine can represent: its kinds, its missing fields pinned, and
+    the value sets of its ``value_domains()`` when the adapter offers one (an
+    adapter without it gets every reference value)."""
+    missing = engine.unsupported_kinds()
+    kinds_ = tuple(k for k in SPEC_KINDS if k not in missing)
+    pinned = tuple((k, frozenset(engine.unsupported_fields(k))) for k in kinds_)
+    offered = getattr(engine, "value_domains", None)
+    values: Mapping[str, Sequence[Any]] = offered() if callable(offered) else {}
+    unknown = sorted(set(values) - set(ENUM_TYPES))
+    if unknown:
+        raise ValueError(f"{type(engine).__name__}.value_domains(): unknown value types {unknown}; "
+                         f"expected keys of {sorted(ENUM_TYPES)}")
+    return Domain(kinds=kinds_, pinned=pinned,
+                  values=tuple((key, tuple(values[key])) for key in ENUM_TYPES if key in values))
 
 
 def kinds(domain: Domain = FULL_DOMAIN) -> Any:
@@ -141,9 +234,9 @@ def specs(draw: Any, kind: type[KVCacheSpec] | None = None, domain: Domain = FUL
     for f in dataclasses.fields(kind):
         if f.name == "dtypes" or f.name in pinned:
             continue
-        values[f.name] = draw(field_domain(kind, f))
+        values[f.name] = draw(field_domain(kind, f, domain))
     if "shapes" in values:
-        values["dtypes"] = tuple(draw(st.sampled_from(ATTENTION_DTYPES[:3])) for _ in values["shapes"])
+        values["dtypes"] = draw(state_dtypes(len(values["shapes"]), domain))
     try:
         spec = kind(**values)
     except InvalidSpec:
@@ -219,7 +312,7 @@ def near_misses(
     f = next(f for f in dataclasses.fields(kind) if f.name == field_name)
     if role_of(f) is Role.ANNOTATION and getattr(members[0], field_name) is None:
         # A common annotation disagrees only between members that set it.
-        common = draw(field_domain(kind, f).filter(lambda v: v is not None))
+        common = draw(field_domain(kind, f, domain).filter(lambda v: v is not None))
         try:
             members = [dataclasses.replace(m, **{field_name: common}) for m in members]
         except InvalidSpec:
@@ -227,11 +320,11 @@ def near_misses(
     base = members[0]
     current = getattr(base, field_name)
     if field_name == "dtypes":
-        domain = st.tuples(*[st.sampled_from(ATTENTION_DTYPES[:3]) for _ in base.shapes])  # type: ignore[attr-defined]
+        values = state_dtypes(len(getattr(base, "shapes")), domain)  # noqa: B009 - MambaSpec only
     else:
-        domain = field_domain(kind, f)
-    value = draw(domain.filter(lambda v: v != current and v is not None)
-                 if role_of(f) is Role.ANNOTATION else domain.filter(lambda v: v != current))
+        values = field_domain(kind, f, domain)
+    value = draw(values.filter(lambda v: v != current and v is not None)
+                 if role_of(f) is Role.ANNOTATION else values.filter(lambda v: v != current))
     if role_of(f) is Role.ANNOTATION:
         assume(current is not None)
     try:
@@ -265,9 +358,9 @@ def mixed_kind_pairs(draw: Any, domain: Domain = FULL_DOMAIN) -> tuple[KVCacheSp
         if f.name in shared:
             values[f.name] = getattr(first, f.name)
         elif f.name != "dtypes":
-            values[f.name] = draw(field_domain(other, f))
+            values[f.name] = draw(field_domain(other, f, domain))
     if "shapes" in values and "dtypes" not in values:
-        values["dtypes"] = tuple(draw(st.sampled_from(ATTENTION_DTYPES[:3])) for _ in values["shapes"])
+        values["dtypes"] = draw(state_dtypes(len(values["shapes"]), domain))
     try:
         second = other(**values)
     except (InvalidSpec, TypeError):

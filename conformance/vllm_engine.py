@@ -6,6 +6,11 @@ installed release lacks is reported by :meth:`unsupported_kinds` /
 :meth:`unsupported_fields`, so clauses skip or keep it at its default, never
 crash. Grouping comes from ``vllm.v1.core.kv_cache_planning`` (0.34.0) or
 ``vllm.v1.core.kv_cache_utils`` (older releases).
+
+The adapter is introspectable (``kvcontract.conformance.surface``):
+:meth:`VllmEngine.spec_classes` finds every spec class of the release by walking
+the subclasses of its ``KVCacheSpec``, and :meth:`VllmEngine.value_domains` reads
+the dtypes and enum members the release accepts from vLLM itself.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from kvcontract.conformance.codec import render_call
 from kvcontract.conformance.engine import EngineGroup, EngineUnavailable, Router
+from kvcontract.conformance.surface import spec_subclasses
 from kvcontract.reference import (
     KINDS_BY_NAME,
     SPEC_KINDS,
@@ -31,6 +37,14 @@ from kvcontract.reference import (
 )
 
 PLANNING_MODULES = ("vllm.v1.core.kv_cache_planning", "vllm.v1.core.kv_cache_utils")
+DTYPE_TABLE_MODULES = ("vllm.utils.torch_utils", "vllm.utils")
+"""Where a release keeps ``STR_DTYPE_TO_TORCH_DTYPE``, its cache-dtype-name table."""
+ENUM_HOMES = (
+    ("KVQuantMode", "vllm.v1.kv_cache_interface", "KVQuantMode"),
+    ("SparseCacheRole", "vllm.v1.kv_cache_interface", "SparseCacheRole"),
+    ("MambaType", "vllm.v1.attention.backends.registry", "MambaAttentionBackendEnum"),
+)
+"""Reference value type -> the vLLM module and enum that define its members."""
 
 
 ENGINE_ENUMS: dict[str, type[enum.Enum]] = {
@@ -79,6 +93,81 @@ class VllmEngine:
     def engine_class(self, kind: type[KVCacheSpec]) -> type | None:
         cls = getattr(self.interface, kind.__name__, None)
         return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+
+    def spec_classes(self) -> list[type]:
+        """``KVCacheSpec`` and every dataclass subclass of it, transitively, that
+        the loaded modules define (ROLE-COVER-1): introspection, not a list."""
+        return spec_subclasses(self.interface.KVCacheSpec)
+
+    def _engine_enum(self, module: str, name: str) -> type[enum.Enum] | None:
+        try:
+            found = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            return None
+        return found if isinstance(found, type) and issubclass(found, enum.Enum) else None
+
+    def _engine_dtypes(self) -> list[Any]:
+        """Every torch dtype the release's cache-dtype names map to (the dtypes its
+        page-size formula, ``get_dtype_size``, is asked about)."""
+        for module in DTYPE_TABLE_MODULES:
+            try:
+                table = getattr(importlib.import_module(module), "STR_DTYPE_TO_TORCH_DTYPE", None)
+            except ImportError:
+                continue
+            if isinstance(table, dict):
+                found: list[Any] = []
+                for dtype in table.values():
+                    if dtype not in found:
+                        found.append(dtype)
+                return found
+        return [getattr(self.torch, d.type_name) for d in KVDtype]
+
+    def engine_value_domains(self) -> dict[type, tuple[Any, ...]]:
+        """The release's own values per engine type: every cache dtype, every
+        member of its quantization, sparse-role and Mamba-backend enums (a member
+        whose value is None is a placeholder to register, not a backend)."""
+        out: dict[type, tuple[Any, ...]] = {self.torch.dtype: tuple(self._engine_dtypes())}
+        for _key, module, name in ENUM_HOMES:
+            engine_enum = self._engine_enum(module, name)
+            if engine_enum is not None:
+                out[engine_enum] = tuple(m for m in engine_enum if m.value is not None)
+        return out
+
+    def _mapped(self) -> tuple[dict[str, tuple[Any, ...]], list[tuple[str, str]]]:
+        values: dict[str, tuple[Any, ...]] = {}
+        unmapped: list[tuple[str, str]] = []
+        dtypes = []
+        for dtype in self._engine_dtypes():
+            try:
+                dtypes.append(KVDtype.from_name(str(dtype).removeprefix("torch.")))
+            except ValueError:
+                unmapped.append(("torch.dtype", str(dtype).removeprefix("torch.")))
+        values["KVDtype"] = tuple(dict.fromkeys(dtypes))
+        for key, module, name in ENUM_HOMES:
+            engine_enum = self._engine_enum(module, name)
+            if engine_enum is None:
+                continue
+            ref_enum = ENGINE_ENUMS[name]
+            members = []
+            for member in engine_enum:
+                if member.value is None:
+                    continue
+                if member.name in ref_enum.__members__:
+                    members.append(ref_enum[member.name])
+                else:
+                    unmapped.append((name, member.name))
+            values[key] = tuple(members)
+        return values, unmapped
+
+    def value_domains(self) -> dict[str, tuple[Any, ...]]:
+        """Per reference value type (``KVDtype``, ``KVQuantMode``,
+        ``SparseCacheRole``, ``MambaType``), the reference values this release
+        accepts: what generated specs draw from (``strategies.domain_for``)."""
+        return self._mapped()[0]
+
+    def unmapped_values(self) -> list[tuple[str, str]]:
+        """``(engine type, value)`` the release accepts and the reference lacks."""
+        return self._mapped()[1]
 
     def unsupported_kinds(self) -> Mapping[type[KVCacheSpec], str]:
         return {k: f"vllm {self.version} has no {k.__name__}" for k in SPEC_KINDS
@@ -192,12 +281,16 @@ class VllmEngine:
         lines = ["import os", 'os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")',
                  "import torch",
                  f"from vllm.v1.kv_cache_interface import {', '.join(names)}"]
+
+        def has_field(name: str) -> bool:
+            return any(name in {f.name for f in dataclasses.fields(k)} for k in kinds)
+
         # Enums only where this release has them (0.29.0 has no SparseCacheRole).
-        if any(k.__name__ in ("MLAAttentionSpec",) for k in kinds) and hasattr(self.interface, "SparseCacheRole"):
+        if has_field("cache_role") and hasattr(self.interface, "SparseCacheRole"):
             lines.append("from vllm.v1.kv_cache_interface import SparseCacheRole")
         if hasattr(self.interface, "KVQuantMode"):
             lines.append("from vllm.v1.kv_cache_interface import KVQuantMode")
-        if any(k.__name__ == "MambaSpec" for k in kinds):
+        if has_field("mamba_type"):
             lines.append("from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum")
         if self.planning_module:
             lines.append(f"from {self.planning_module} import is_kv_cache_spec_uniform, get_kv_cache_groups")

@@ -32,13 +32,19 @@ from kvcontract.reference.merge import (
 )
 from kvcontract.reference.roles import AnnotationRule, Role, is_advisory, role_of, rule_of
 from kvcontract.reference.specs import (
+    BASE_KINDS,
+    CONTAINER_KINDS,
     KINDS_BY_NAME,
     SPEC_KINDS,
     AttentionSpec,
     ChunkedLocalAttentionSpec,
+    CircularBufferSpec,
     CrossAttentionSpec,
     EncoderOnlyAttentionSpec,
     FullAttentionSpec,
+    HiddenStateCacheSpec,
+    HiSparseHotSpec,
+    HiSparseResidentSpec,
     InvalidSpec,
     KVCacheSpec,
     MambaSpec,
@@ -51,8 +57,9 @@ from kvcontract.reference.specs import (
 )
 
 __all__ = [
-    "KINDS_BY_NAME", "SPEC_KINDS", "AnnotationRule", "AttentionSpec",
-    "ChunkedLocalAttentionSpec", "CrossAttentionSpec", "Disagreement",
+    "BASE_KINDS", "CONTAINER_KINDS", "KINDS_BY_NAME", "SPEC_KINDS", "AnnotationRule",
+    "AttentionSpec", "ChunkedLocalAttentionSpec", "CircularBufferSpec", "CrossAttentionSpec",
+    "Disagreement", "HiSparseHotSpec", "HiSparseResidentSpec", "HiddenStateCacheSpec",
     "EncoderOnlyAttentionSpec", "FullAttentionSpec", "GroupingError", "IncompatibleSpecs",
     "InvalidSpec", "KVCacheGroup", "KVCacheSpec", "KVDtype", "KVQuantMode", "MLAAttentionSpec",
     "MambaSpec", "MambaType", "RSWASpec", "Role", "SinkFullAttentionSpec", "SlidingWindowMLASpec",

@@ -40,12 +40,26 @@ class KVDtype(enum.Enum):
 
 
 class KVQuantMode(enum.Enum):
-    """Quantization mode of an attention cache (a LAYOUT field; names as vLLM's)."""
+    """Quantization mode of an attention cache (a LAYOUT field; names as vLLM's).
+
+    Every distinct mode of vLLM 0.34.0's ``KVQuantMode``; its ``CUSTOM`` has the
+    value of ``OCTAVE_K3V4`` there, so it is that member, not a mode of its own."""
 
     NONE = "none"
     FP8_PER_TENSOR = "fp8_per_tensor"
     INT8_PER_TOKEN_HEAD = "int8_per_token_head"
     FP8_PER_TOKEN_HEAD = "fp8_per_token_head"
+    INT4_PER_TOKEN_HEAD = "int4_per_token_head"
+    NVFP4 = "nvfp4"
+    TURBOQUANT_K8V4 = "turboquant_k8v4"
+    TURBOQUANT_4BIT_NC = "turboquant_4bit_nc"
+    TURBOQUANT_K3V4_NC = "turboquant_k3v4_nc"
+    TURBOQUANT_3BIT_NC = "turboquant_3bit_nc"
+    NVFP4_DS_MLA = "nvfp4_ds_mla"
+    ULTRAQUANT_4BIT = "ultraquant_4bit"
+    OCTAVE_K3V4 = "octave_k3v4"
+    OCTAVE_K3V3 = "octave_k3v3"
+    OCTAVE_K3V3_COMPACT = "octave_k3v3_compact"
 
     def __repr__(self) -> str:
         return f"KVQuantMode.{self.name}"

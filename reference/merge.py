@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 from kvcontract.reference.roles import AnnotationRule, Role, role_of, rule_of
 from kvcontract.reference.specs import (
     AttentionSpec,
+    HiSparseHotSpec,
+    HiSparseResidentSpec,
     InvalidSpec,
     KVCacheSpec,
     MambaSpec,
@@ -150,6 +152,12 @@ class KVCacheGroup:
     spec: KVCacheSpec
 
 
+def _fixed_page(spec: KVCacheSpec) -> bool:
+    """Pages whose size is a field of their own (SPEC-PAGE-4): neither scaled by
+    ``block_size`` nor padded."""
+    return isinstance(spec, HiSparseHotSpec | HiSparseResidentSpec)
+
+
 def _pads_instead_of_scaling(spec: KVCacheSpec) -> bool:
     return isinstance(spec, MambaSpec)
 
@@ -162,10 +170,13 @@ def _may_pad(spec: KVCacheSpec) -> bool:
 def unify_page_sizes(specs_by_layer: Mapping[str, KVCacheSpec]) -> dict[str, KVCacheSpec]:
     """Give every layer the largest page size (GROUP-PAGE-1).
 
-    A smaller attention page whose size divides the largest grows its
-    ``block_size`` by the ratio; a Mamba page, or an attention page that does not
-    divide, is padded (``page_size_padded``), except MLA pages, which are indexed
-    in whole token rows and cannot be. Raises :class:`GroupingError` otherwise.
+    The largest page is the target; a layer already at it is kept as it is. A
+    smaller Mamba page is padded (``page_size_padded``) to the target. Any other
+    smaller page that divides the target grows its ``block_size`` by the ratio
+    target // page. One that does not divide is padded when it is a non-MLA
+    attention page; an MLA page (indexed in whole token rows) cannot be. A fixed
+    page (SPEC-PAGE-4) is neither scaled nor padded. Raises
+    :class:`GroupingError` for every layer it cannot bring to the target.
 
     raises: GroupingError
     post: len({s.page_size_bytes for s in __return__.values()}) <= 1
@@ -179,6 +190,12 @@ def unify_page_sizes(specs_by_layer: Mapping[str, KVCacheSpec]) -> dict[str, KVC
         page = spec.page_size_bytes
         if page == target:
             unified[name] = spec
+        elif _fixed_page(spec):
+            raise GroupingError(
+                f"layer {name!r}: its page of {page} bytes is fixed by page_size "
+                f"({type(spec).__name__}, SPEC-PAGE-4) and cannot grow to the largest "
+                f"page ({target} bytes) (GROUP-PAGE-1)"
+            )
         elif target % page == 0 and not _pads_instead_of_scaling(spec):
             unified[name] = dataclasses.replace(spec, block_size=spec.block_size * (target // page))
         elif _may_pad(spec):

@@ -206,6 +206,13 @@ class MLAAttentionSpec(FullAttentionSpec):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class HiddenStateCacheSpec(MLAAttentionSpec):
+    """A layer's hidden-state cache (hidden-state extraction), stored in an MLA
+    page: a kind of its own, never in a group with MLA attention layers
+    (MERGE-KIND-1, ERROR-KIND-1). No fields beyond MLA's."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RSWASpec(FullAttentionSpec):
     """Reference sliding window: the prompt stays, generated tokens slide."""
 
@@ -241,6 +248,13 @@ class SlidingWindowSpec(AttentionSpec):
         _positive(self, "sliding_window")
         _require(self.extra_retained_tokens >= 0, self,
                  f"extra_retained_tokens must be >= 0, got {self.extra_retained_tokens!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CircularBufferSpec(AttentionSpec):
+    """A ring of raw keys still being compressed: one block per request whose
+    ``block_size`` is the ring capacity. No fields beyond attention's; its
+    manager (one block per request, never prefix-cached) is what sets it apart."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -293,11 +307,25 @@ class MambaSpec(KVCacheSpec):
     mamba_type: MambaType = layout(MambaType.MAMBA2)
     mamba_cache_mode: str = allocation("none")
     num_speculative_blocks: int = allocation(0)
+    num_prefill_checkpoint_blocks: int = allocation(0)
+    """Extra state blocks a request holds for prefill checkpoints (align mode)."""
+    prefill_checkpoint_alignment: int | None = allocation(None)
+    """Token granularity at which a prefill may export a reusable state
+    checkpoint; None: no checkpoints."""
+    num_heads: int = layout(1)
+    """Head slots of the page's logical ``[blocks, heads, states, bytes]`` view."""
+    tokens_per_state: int = layout(-1)
+    """Tokens per stored state in that view; -1 (the default): one state per block."""
     tp_replicated: bool = allocation(False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _positive(self, "state_alignment")
+        _positive(self, "state_alignment", "num_heads", "prefill_checkpoint_alignment")
+        _require(self.tokens_per_state == -1 or self.tokens_per_state >= 1, self,
+                 f"tokens_per_state must be -1 or >= 1, got {self.tokens_per_state!r}")
+        _require(self.num_prefill_checkpoint_blocks >= 0, self,
+                 "num_prefill_checkpoint_blocks must be >= 0, got "
+                 f"{self.num_prefill_checkpoint_blocks!r}")
         _require(len(self.shapes) == len(self.dtypes) and len(self.shapes) >= 1, self,
                  f"shapes and dtypes must be non-empty and of equal length, got "
                  f"{len(self.shapes)} and {len(self.dtypes)}")
@@ -331,6 +359,44 @@ class MambaSpec(KVCacheSpec):
         return self.unpadded_page_size_bytes
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HiSparseHotSpec(KVCacheSpec):
+    """HiSparse's per-request hot cache on the device: a fixed number of pages
+    of a fixed size per request, never prefix-cached (SPEC-PAGE-4)."""
+
+    page_size: int = layout()
+    """Bytes of one page, given, not derived from ``block_size``."""
+    blocks_per_request: int = allocation()
+    """Blocks every request holds, whatever its length."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "page_size", "blocks_per_request")
+
+    @property
+    def page_size_bytes(self) -> int:
+        """SPEC-PAGE-4: the given page size."""
+        return self.page_size
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HiSparseResidentSpec(KVCacheSpec):
+    """Reclaimable device-resident pages of a host-backed HiSparse cache: blocks
+    for the tokens in flight, of a fixed page size (SPEC-PAGE-4)."""
+
+    page_size: int = layout()
+    """Bytes of one page, given, not derived from ``block_size``."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive(self, "page_size")
+
+    @property
+    def page_size_bytes(self) -> int:
+        """SPEC-PAGE-4: the given page size."""
+        return self.page_size
+
+
 SPEC_KINDS: tuple[type[KVCacheSpec], ...] = (
     FullAttentionSpec,
     MLAAttentionSpec,
@@ -342,8 +408,26 @@ SPEC_KINDS: tuple[type[KVCacheSpec], ...] = (
     CrossAttentionSpec,
     EncoderOnlyAttentionSpec,
     MambaSpec,
+    HiddenStateCacheSpec,
+    CircularBufferSpec,
+    HiSparseHotSpec,
+    HiSparseResidentSpec,
 )
 """Every concrete spec kind, in catalogue order (ROLE-TABLE-1)."""
+
+BASE_KINDS: tuple[type[KVCacheSpec], ...] = (KVCacheSpec, AttentionSpec)
+"""Abstract bases: their fields are classified, they are never a layer's spec."""
+
+CONTAINER_KINDS: dict[str, str] = {
+    "UniformTypeKVCacheSpecs": (
+        "a group's spec that keeps one spec per member layer (vLLM); it is what "
+        "grouping returns, never a layer's spec or a merge's input, so it is outside "
+        "the merge contract: GROUP-MERGED-1 checks the member specs it holds "
+        "(spec/SPEC.md, 'Containers')"
+    ),
+}
+"""Engine classes that are subclasses of the engine's base spec but not spec
+kinds of the contract, by class name, with the reason (ROLE-COVER-1)."""
 
 KINDS_BY_NAME: dict[str, type[KVCacheSpec]] = {k.__name__: k for k in SPEC_KINDS}
 

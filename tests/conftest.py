@@ -7,3 +7,11 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.load_profile("ci")
+
+
+def pytest_configure(config):
+    known = "\n".join(config.getini("markers"))
+    for name, text in (("vllm", "needs an importable vLLM (skips with the reason otherwise)"),
+                       ("slow", "slower than the default test budget")):
+        if f"{name}:" not in known:
+            config.addinivalue_line("markers", f"{name}: {text}")
