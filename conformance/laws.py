@@ -20,10 +20,12 @@ import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
 from kvcontract import reference
 from kvcontract.conformance import strategies as strat
+from kvcontract.conformance import surface
 from kvcontract.conformance import systematic as sysm
 from kvcontract.conformance.engine import Engine, EngineGroup
 from kvcontract.conformance.model import (
@@ -792,6 +794,84 @@ def check_group_share(engine: Engine, ex: Example) -> None:
                         signature("split", ex.kinds()))
 
 
+# -- the engine's whole surface (ROLE-COVER-1) -------------------------------------------
+
+
+def _cover_examples(engine: Engine) -> Iterator[Example]:
+    """One example per unclassified kind or field (``field`` is its name), and per
+    unclassified class one role-free example (``cut=1``); first a sentinel that
+    passes when nothing is unclassified, so the clause always runs."""
+    yield Example()
+    items = surface.unclassified(engine)
+    for item in items:
+        yield Example(field=item.name)
+    for cls in surface.unclassified_classes(engine):
+        yield Example(field=cls.__name__, cut=1)
+
+
+def _cover_check(name: str) -> str:
+    return ("from kvcontract.conformance.registry import resolve_engine\n"
+            "from kvcontract.conformance.surface import unclassified\n"
+            "names = [u.name for u in unclassified(resolve_engine(ENGINE))]\n"
+            f"if {name!r} in names:\n"
+            f"    raise SystemExit({('VIOLATION of ROLE-COVER-1: ' + name + ' is not classified')!r})\n"
+            "print('no violation')")
+
+
+def check_cover(engine: Engine, ex: Example) -> None:
+    """ROLE-COVER-1: every spec class and field the engine defines has a role; an
+    unclassified class still keeps every field through merge([o]) and merge([o, o])."""
+    if ex.field is None:
+        return
+    if ex.cut == 1:
+        _role_free(engine, ex.field)
+        return
+    for item in surface.unclassified(engine):
+        if item.name == ex.field:
+            raise Violation(item.message, _cover_check(item.name),
+                            signature("unclassified", [item.kind], [item.field] if item.field else []))
+
+
+def _role_free(engine: Engine, class_name: str) -> None:
+    """Merge of one engine object, and of two identical ones, keeps every field."""
+    cls = next((c for c in surface.unclassified_classes(engine) if c.__name__ == class_name), None)
+    if cls is None:
+        return
+    try:
+        objects = surface.engine_objects_for(engine, cls)
+    except surface.CannotGenerate:
+        return  # reported by the unclassified finding itself
+    found: list[Violation] = []
+
+    @settings(max_examples=20, derandomize=True, database=None, deadline=None, verbosity=Verbosity.quiet,
+              suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
+    @given(objects)
+    def probe(obj: Any) -> None:
+        if found:
+            return
+        for members in ([obj], [obj, copy.deepcopy(obj)]):
+            try:
+                merged = engine.merge(members)
+            except Exception as exc:  # noqa: BLE001 - the engine's own merge of its own objects
+                found.append(Violation(
+                    f"{class_name}.merge of {len(members)} identical object(s) raised {_describe(exc)}",
+                    "raise SystemExit('VIOLATION of ROLE-COVER-1: see the message')",
+                    signature(f"role-free-raised-{type(exc).__name__}", [class_name])))
+                return
+            diffs = surface.field_differences(merged, obj)
+            if diffs:
+                detail = ", ".join(f"{n}: {a!r} -> {b!r}" for n, b, a in diffs)
+                found.append(Violation(
+                    f"merge of {len(members)} identical {class_name} object(s) changed {detail}",
+                    "raise SystemExit('VIOLATION of ROLE-COVER-1: see the message')",
+                    signature("role-free-changed", [class_name], [n for n, _, _ in diffs])))
+                return
+
+    probe()
+    if found:
+        raise found[0]
+
+
 # -- requirements ----------------------------------------------------------------------
 
 
@@ -823,6 +903,7 @@ def _needs_empty_merge(engine: Engine) -> str | None:
 
 
 MERGE_LAWS: tuple[Law, ...] = (
+    Law("ROLE-COVER-1", _nothing, check_cover, engine_examples=_cover_examples),
     Law("MERGE-IDENTITY-1", _one_spec, check_identity, systematic=_sys_one_spec),
     Law("MERGE-ORDER-1", _permuted, check_order, systematic=_sys_permuted),
     Law("MERGE-ASSOC-1", _split, check_assoc, systematic=_sys_split),
@@ -849,4 +930,4 @@ MERGE_LAWS: tuple[Law, ...] = (
     Law("GROUP-PAGE-1", _table, check_group_page, systematic=_sys_table),
     Law("GROUP-SHARE-1", _uniform_table, check_group_share, systematic=_sys_uniform_table),
 )
-"""The laws of chapters MERGE, ERROR, UNIFORM and GROUP, in SPEC.md order."""
+"""The laws of chapters ROLE (the drift guard), MERGE, ERROR, UNIFORM and GROUP, in SPEC.md order."""

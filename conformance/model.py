@@ -119,6 +119,8 @@ class Law:
     """The reason the law cannot run on an engine (it skips), or None."""
     systematic: Callable[[strat.Domain], Iterable[Example]] | None = None
     """The finite part of the clause's input space, enumerated deterministically."""
+    engine_examples: Callable[[Engine], Iterable[Example]] | None = None
+    """Examples that depend on the engine itself (its classes), run with the systematic ones."""
     example_type: type[Example] = Example
     render: Renderer | None = None
     """Snippet renderer; None: :func:`render_snippet`."""
@@ -137,11 +139,9 @@ class Law:
 
 
 def domain_of(engine: Engine) -> strat.Domain:
-    """The strategies' domain for an engine: its kinds; its missing fields pinned."""
-    missing = engine.unsupported_kinds()
-    kinds = tuple(k for k in reference.SPEC_KINDS if k not in missing)
-    pinned = tuple((k, frozenset(engine.unsupported_fields(k))) for k in kinds)
-    return strat.Domain(kinds=kinds, pinned=pinned)
+    """The strategies' domain for an engine: its kinds, its missing fields pinned,
+    its own value sets (:func:`kvcontract.conformance.strategies.domain_for`)."""
+    return strat.domain_for(engine)
 
 
 def render_snippet(engine: Engine, law_: Law, ex: Example, violation: Violation, optimized: bool) -> str:
@@ -168,6 +168,7 @@ def render_snippet(engine: Engine, law_: Law, ex: Example, violation: Violation,
     if "EXPECTED[" in check:
         want = reference.merge(list(ex.specs))
         check = check.replace("expected = EXPECTED[0]", f"expected = {engine.render_spec(want)}")
+    check = check.replace("resolve_engine(ENGINE)", f"resolve_engine({engine.name!r})")
     check = check.replace("MERGE(", "_merge(").replace("UNIFORM(", "_uniform(")
     check = check.replace("GROUP_PAIRS(", "_group_pairs(").replace("GROUPS(", "_groups(")
     lines += [

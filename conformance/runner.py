@@ -196,6 +196,9 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
         if law_.systematic is not None:
             for ex in law_.systematic(domain):
                 findings.judge(engine, law_, ex, "systematic", emit)
+        if law_.engine_examples is not None:
+            for ex in law_.engine_examples(engine):
+                findings.judge(engine, law_, ex, "systematic", emit)
             systematic = findings.examples
         budget = _examples_budget(law_, profile)
         if budget:

@@ -31,7 +31,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from kvcontract.conformance.strategies import KIND_DOMAINS, Domain, disagreeing_fields
+from kvcontract.conformance.strategies import ENUM_TYPES, KIND_DOMAINS, Domain, disagreeing_fields
 from kvcontract.reference import (
     AnnotationRule,
     InvalidSpec,
@@ -82,6 +82,14 @@ ALTERNATIVES: dict[str, tuple[Any, ...]] = {
     "num_speculative_blocks": (2, 1),
 }
 """Realistic other values per field name; a field not listed derives its own."""
+
+
+def _in_domain(value: Any, domain: Domain) -> bool:
+    """Whether the engine accepts ``value`` (enumerated types: its value set)."""
+    if isinstance(value, tuple):
+        return all(_in_domain(v, domain) for v in value)
+    key = type(value).__name__
+    return not (isinstance(value, enum.Enum) and key in ENUM_TYPES) or value in domain.values_of(key)
 
 
 def _derived_alternatives(default: Any) -> tuple[Any, ...]:
@@ -152,7 +160,7 @@ def variants(kind: type[KVCacheSpec], name: str, domain: Domain) -> list[KVCache
         candidates = _derived_alternatives(default)
     out = []
     for value in candidates:
-        if value == current:
+        if value == current or not _in_domain(value, domain):
             continue
         changes = {name: value}
         if name == "shapes":
