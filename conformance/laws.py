@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from kvcontract.conformance.model import (
     Law,
     Violation,
     domain_of,
+    per_field,
     signature,
 )
 from kvcontract.reference import InvalidSpec, KVCacheSpec, KVDtype, Role, is_advisory, role_of
@@ -43,6 +45,29 @@ from kvcontract.reference import InvalidSpec, KVCacheSpec, KVDtype, Role, is_adv
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip()
+
+
+_KIND_NAMES = re.compile(r"\b(" + "|".join(sorted({k.__name__ for k in reference.SPEC_KINDS}, key=len,
+                                                   reverse=True)) + r")\b")
+_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
+
+
+def raised_signature(exc: BaseException, kinds: Sequence[str] | None, prefix: str = "raised") -> str:
+    """The signature of an engine exception: its type, and — when its message names
+    them — the kind and the attribute it tripped on (``'X' object has no attribute
+    'f'``); else the example's ``kinds``, or with ``kinds=None`` the message's
+    words (numbers dropped). The message decides, not the drawn values, so one
+    defect is one finding however it was reached."""
+    text = str(exc)
+    named = sorted(set(_KIND_NAMES.findall(text)))
+    attribute = _ATTRIBUTE.findall(text)
+    outcome = f"{prefix}-{type(exc).__name__}"
+    if named and attribute:
+        return signature(outcome, named, attribute)
+    if kinds is None:
+        words = " ".join(re.sub(r"[^A-Za-z_ ]+", " ", text.splitlines()[0] if text else "").split()[:12])
+        return f"{outcome}:{words}" if words else outcome
+    return signature(outcome, kinds)
 
 
 def _to_engine(engine: Engine, spec: KVCacheSpec) -> Any:
@@ -128,7 +153,7 @@ def _compare_with_reference(clause: str, engine: Engine, ex: Example, roles: set
         sig = signature("wrong-kind", ex.kinds())
     else:
         detail = ", ".join(f"{n}: {getattr(got, n, None)!r} (contract: {getattr(want, n)!r})" for n in bad)
-        sig = signature(outcome, ex.kinds(), bad)
+        sig = per_field(outcome, ex.kinds(), bad)
     raise Violation(f"merged spec differs from the contract's merge: {detail}",
                     "merged = MERGE(specs)\nexpected = EXPECTED[0]\n" + _diff_check(clause, "expected", bad),
                     sig)
@@ -206,21 +231,21 @@ def _sys_mixed_kinds(domain: strat.Domain) -> Iterator[Example]:
 
 
 def _table(domain: strat.Domain) -> Any:
-    return strat.layer_tables(domain=domain).map(lambda t: Example(table=tuple(t.items())))
+    return strat.layer_tables(domain=strat.grouping_domain(domain)).map(lambda t: Example(table=tuple(t.items())))
 
 
 def _sys_table(domain: strat.Domain) -> Iterator[Example]:
-    for table in sysm.tables(domain):
+    for table in sysm.grouping_tables(strat.grouping_domain(domain)):
         yield Example(table=tuple(table.items()))
 
 
 def _uniform_table(domain: strat.Domain) -> Any:
-    return strat.compatible_specs(min_size=1, max_size=5, domain=domain).map(
+    return strat.compatible_specs(min_size=1, max_size=5, domain=strat.grouping_domain(domain)).map(
         lambda ss: Example(table=tuple((f"layers.{i}", s) for i, s in enumerate(ss))))
 
 
 def _sys_uniform_table(domain: strat.Domain) -> Iterator[Example]:
-    for table in sysm.uniform_tables(domain):
+    for table in sysm.uniform_tables(strat.grouping_domain(domain)):
         yield Example(table=tuple(table.items()))
 
 
@@ -263,7 +288,7 @@ def check_identity(engine: Engine, ex: Example) -> None:
         raise Violation(f"merge([s]) changed {detail}",
                         "merged = MERGE(specs)\nexpected = specs[0]\n"
                         + _diff_check("MERGE-IDENTITY-1", "expected", bad),
-                        signature("changed", ex.kinds(), bad))
+                        per_field("changed", ex.kinds(), bad))
 
 
 def check_order(engine: Engine, ex: Example) -> None:
@@ -276,7 +301,7 @@ def check_order(engine: Engine, ex: Example) -> None:
             f"merge result depends on input order: {detail}",
             f"merged = MERGE([specs[i] for i in {list(ex.order)!r}])\nexpected = MERGE(specs)\n"
             + _diff_check("MERGE-ORDER-1", "expected", bad),
-            signature("order-dependent", ex.kinds(), bad))
+            per_field("order-dependent", ex.kinds(), bad))
 
 
 def check_assoc(engine: Engine, ex: Example) -> None:
@@ -299,7 +324,7 @@ def check_assoc(engine: Engine, ex: Example) -> None:
             f"merging in steps differs from merging at once: {detail}",
             f"merged = MERGE([MERGE(specs[:{ex.cut}]), MERGE(specs[{ex.cut}:])])\nexpected = MERGE(specs)\n"
             + _diff_check("MERGE-ASSOC-1", "expected", bad),
-            signature("not-associative", ex.kinds(), bad))
+            per_field("not-associative", ex.kinds(), bad))
 
 
 def _role_check(clause: str, roles: set[Role] | None) -> Callable[[Engine, Example], None]:
@@ -416,13 +441,19 @@ def check_pure(engine: Engine, ex: Example) -> None:
 # -- error laws ------------------------------------------------------------------------
 
 
-def _expect_rejection(engine: Engine, ex: Example) -> BaseException | KVCacheSpec:
+def _expect_rejection(engine: Engine, ex: Example) -> BaseException | None:
+    """The engine's exception for specs that must not merge; None when it merged
+    them (into a valid spec or, equally accepted, an invalid one)."""
     objs = _objs(engine, ex.specs)
     try:
         merged = engine.merge(objs)
     except Exception as exc:  # noqa: BLE001 - the exception is what is judged
         return exc
-    return _from_engine(engine, merged, ex, "merge")
+    try:
+        _from_engine(engine, merged, ex, "merge")
+    except Violation:
+        pass  # an invalid merged spec: accepted all the same
+    return None
 
 
 def _what(ex: Example) -> str:
@@ -435,7 +466,7 @@ def _fields_of(ex: Example) -> list[str]:
 
 def check_detect(engine: Engine, ex: Example) -> None:
     outcome = _expect_rejection(engine, ex)
-    if isinstance(outcome, KVCacheSpec):
+    if outcome is None:
         raise Violation(
             f"merge accepted specs that {_what(ex)}",
             "try:\n    merged = MERGE(specs)\nexcept Exception as exc:\n"
@@ -454,7 +485,7 @@ def _type_check(clause: str, ex: Example, error: str) -> str:
 
 def check_type(engine: Engine, ex: Example) -> None:
     outcome = _expect_rejection(engine, ex)
-    if isinstance(outcome, KVCacheSpec):
+    if outcome is None:
         raise Violation(f"merge accepted specs that {_what(ex)} (no error at all)",
                         _type_check("ERROR-TYPE-1", ex, "AssertionError"),
                         signature("accepted", ex.kinds(), _fields_of(ex)))
@@ -467,11 +498,11 @@ def check_type(engine: Engine, ex: Example) -> None:
 def check_kind_error(engine: Engine, ex: Example) -> None:
     outcome = _expect_rejection(engine, ex)
     if not isinstance(outcome, AssertionError):
-        got = "accepted them" if isinstance(outcome, KVCacheSpec) else f"raised {_describe(outcome)}"
-        sig = "accepted" if isinstance(outcome, KVCacheSpec) else f"raised-{type(outcome).__name__}"
+        got = "accepted them" if outcome is None else f"raised {_describe(outcome)}"
+        pair = [f"{type(ex.specs[0]).__name__}>{type(ex.specs[1]).__name__}"]
+        sig = signature("accepted", pair) if outcome is None else raised_signature(outcome, pair)
         raise Violation(f"merge of {type(ex.specs[0]).__name__} and {type(ex.specs[1]).__name__} {got}",
-                        _type_check("ERROR-KIND-1", ex, "AssertionError"),
-                        signature(sig, [f"{type(ex.specs[0]).__name__}>{type(ex.specs[1]).__name__}"]))
+                        _type_check("ERROR-KIND-1", ex, "AssertionError"), sig)
 
 
 def value_forms(value: Any) -> list[str]:
@@ -489,7 +520,7 @@ def value_forms(value: Any) -> list[str]:
 def check_message(engine: Engine, ex: Example) -> None:
     """ERROR-MESSAGE-1: the message names the disagreeing field and both values."""
     outcome = _expect_rejection(engine, ex)
-    if not isinstance(outcome, BaseException) or not ex.field:
+    if outcome is None or not ex.field:
         return
     text = str(outcome)
     values = []
@@ -620,7 +651,7 @@ def check_partition(engine: Engine, ex: Example) -> None:
                             "try:\n    groups = GROUPS(table)\nexcept Exception as exc:\n"
                             "    raise SystemExit(f'VIOLATION of GROUP-PARTITION-1: grouping raised "
                             "{type(exc).__name__}: {exc}')\nprint('no violation')",
-                            signature(f"raised-{type(groups).__name__}", ex.kinds()))
+                            raised_signature(groups, None))
         return
     names = [n for g in groups for n in g.layer_names]
     if sorted(names) != sorted(n for n, _ in ex.table):
@@ -634,6 +665,14 @@ def check_partition(engine: Engine, ex: Example) -> None:
 
 def _group_members(g: EngineGroup, table: Mapping[str, KVCacheSpec]) -> list[KVCacheSpec]:
     return [table[n] for n in g.layer_names if n in table]
+
+
+def _unified(table: Mapping[str, KVCacheSpec]) -> dict[str, KVCacheSpec]:
+    """The layers as grouping merges them: page sizes unified first (GROUP-PAGE-1)."""
+    try:
+        return dict(reference.unify_page_sizes(dict(table)))
+    except reference.GroupingError:
+        return dict(table)
 
 
 def check_group_union(engine: Engine, ex: Example) -> None:
@@ -662,6 +701,16 @@ def check_group_union(engine: Engine, ex: Example) -> None:
                     signature("capability-not-unioned", [type(m).__name__ for m in members], [f.name]))
 
 
+def _incompatible_signatures(kinds: Sequence[str], fields: Sequence[str]) -> list[str]:
+    """A group of incompatible layers: one finding per pair of kinds it mixes, or per
+    field its layers of one kind disagree in (a third kind adds no new defect)."""
+    distinct = sorted(set(kinds))
+    if len(distinct) > 1:
+        return [signature("incompatible-group", [a, b], ["kind"])
+                for i, a in enumerate(distinct) for b in distinct[i + 1:]]
+    return per_field("incompatible-group", distinct, fields)
+
+
 _NOT_COMPARED = frozenset({"block_size", "page_size_padded"})
 """Fields page-size unification may change (judged by GROUP-PAGE-1)."""
 
@@ -670,7 +719,7 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
     groups = _judged_groups(engine, ex)
     if groups is None:
         return
-    table = dict(ex.table)
+    table = _unified(dict(ex.table))
     for g in groups:
         members = _group_members(g, table)
         kinds = [type(m).__name__ for m in members]
@@ -694,7 +743,7 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
                 GROUP_SETUP + f"if any(set(n) == set({names!r}) for n, _ in pairs):\n"
                 f"    raise SystemExit({('VIOLATION of GROUP-MERGED-1: ' + message)!r})\n"
                 "print('no violation')",
-                signature("incompatible-group", kinds, [d.field for d in exc.disagreements])) from None
+                _incompatible_signatures(kinds, [d.field for d in exc.disagreements])) from None
         bad = [n for n in _fields_differ(g.spec, want) if n not in _NOT_COMPARED]
         if bad:
             detail = ", ".join(f"{n}={getattr(g.spec, n, None)!r} (contract: {getattr(want, n, None)!r})"
@@ -709,14 +758,14 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
                 "            raise SystemExit(f'VIOLATION of GROUP-MERGED-1: group {names} has {type(spec).__name__} '\n"
                 "                             + ', '.join(f'{n}={getattr(spec, n)!r} (contract: {getattr(expected, n)!r})' for n in wrong))\n"
                 "print('no violation')",
-                signature("wrong-group-spec", kinds, bad))
+                per_field("wrong-group-spec", kinds, bad))
 
 
 def check_group_compat(engine: Engine, ex: Example) -> None:
     groups = _judged_groups(engine, ex)
     if groups is None:
         return
-    table = dict(ex.table)
+    table = _unified(dict(ex.table))
     for g in groups:
         members = _group_members(g, table)
         kinds = [type(m).__name__ for m in members]
@@ -746,14 +795,18 @@ def check_group_page(engine: Engine, ex: Example) -> None:
     groups = _judged_groups(engine, ex)
     if groups is None:
         return
-    kinds = ex.kinds()
-    pages = {engine.page_size(_to_engine(engine, g.spec)) for g in groups if g.spec is not None}
+    page_of = {g.layer_names: engine.page_size(_to_engine(engine, g.spec)) for g in groups if g.spec is not None}
+    pages = set(page_of.values())
     if len(pages) > 1:
+        largest = max(pages)
+        table = dict(ex.table)
+        short = [type(table[n]).__name__ for names, page in page_of.items() if page != largest
+                 for n in names if n in table]
         raise Violation(f"groups have page sizes {sorted(pages)}",
                         GROUP_SETUP + "pages = {spec.page_size_bytes for _, spec in pairs}\n"
                         "if len(pages) > 1:\n    raise SystemExit(f'VIOLATION of GROUP-PAGE-1: {pages}')\n"
                         "print('no violation')",
-                        signature("unequal-pages", kinds))
+                        signature("unequal-pages", short))
     try:
         expected = {frozenset(g.layer_names): g.spec for g in reference.group_layers(dict(ex.table))}
     except reference.GroupingError:
@@ -864,7 +917,7 @@ def _role_free(engine: Engine, class_name: str) -> None:
                 found.append(Violation(
                     f"merge of {len(members)} identical {class_name} object(s) changed {detail}",
                     "raise SystemExit('VIOLATION of ROLE-COVER-1: see the message')",
-                    signature("role-free-changed", [class_name], [n for n, _, _ in diffs])))
+                    per_field("role-free-changed", [class_name], [n for n, _, _ in diffs])))
                 return
 
     probe()

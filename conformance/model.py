@@ -77,12 +77,19 @@ class Violation(Exception):  # noqa: N818 - a finding, not a program error
     raises ``SystemExit("VIOLATION ...")`` when the engine still misbehaves).
     """
 
-    def __init__(self, message: str, check: str, signature: str = "") -> None:
+    def __init__(self, message: str, check: str, signature: str | list[str] = "") -> None:
         super().__init__(message)
         self.message = message
         self.check = check
-        self.signature = signature or "violation"
+        self.signatures: list[str] = ([signature] if isinstance(signature, str) else list(signature)) \
+            or ["violation"]
+        self.signatures = [s or "violation" for s in self.signatures]
         self.example: Example | None = None
+
+    @property
+    def signature(self) -> str:
+        """The first (for one field, the only) signature of the finding."""
+        return self.signatures[0]
 
 
 class KitFailure(Exception):
@@ -95,6 +102,13 @@ def signature(outcome: str, kinds: Iterable[str] = (), fields: Iterable[str] = (
     kind_part = "+".join(sorted(set(kinds)))
     field_part = ",".join(sorted(set(fields)))
     return ":".join(p for p in (outcome, kind_part, field_part) if p)
+
+
+def per_field(outcome: str, kinds: Iterable[str], fields: Iterable[str]) -> list[str]:
+    """One signature per field: a wrong value in two fields is two findings, each
+    of which an example with only that field wrong also shows."""
+    kinds = list(kinds)
+    return [signature(outcome, kinds, [f]) for f in sorted(set(fields))] or [signature(outcome, kinds)]
 
 
 class Renderer(Protocol):

@@ -91,8 +91,9 @@ class _Findings:
             law_.check(engine, ex)
         except Violation as violation:
             violation.example = ex
-            if violation.signature not in self.found:
-                self.found[violation.signature] = (ex, violation, phase)
+            for sig in violation.signatures:
+                if sig not in self.found:
+                    self.found[sig] = (ex, violation, phase)
             return violation
         except Exception as exc:  # noqa: BLE001 - the kit could not judge: an error, not a finding
             key = f"{type(exc).__name__}: {exc}" if isinstance(exc, KitFailure) else \
@@ -152,7 +153,7 @@ def _shrink(engine: Engine, law_: Law, examples: int, seed_value: int, wanted: s
         try:
             law_.check(engine, ex)
         except Violation as violation:
-            if violation.signature == wanted:
+            if wanted in violation.signatures:
                 last["found"] = (ex, violation)
                 raise _Stop() from None
         except Exception:  # noqa: BLE001, S110 - errors were recorded by the search
@@ -213,7 +214,7 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
     covered: set[str] = set()
     for entry in expected:
         violation = _replay_safely(engine, law_, entry)
-        if isinstance(violation, Violation) and violation.signature == entry.signature:
+        if isinstance(violation, Violation) and entry.signature in violation.signatures:
             covered.add(entry.signature)
             example = violation.example or Example()
             records.append(Record(**base, status="xfail", signature=entry.signature, examples=1,
@@ -222,7 +223,7 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
                                   snippet=law_.snippet(engine, example, violation, optimized)))
         else:
             now = ("passes" if violation is None else
-                   f"fails differently now ({violation.signature})" if isinstance(violation, Violation)
+                   f"fails differently now ({', '.join(violation.signatures)})" if isinstance(violation, Violation)
                    else f"cannot be judged ({violation})")
             records.append(Record(**base, status="xpass", signature=entry.signature, examples=1,
                                   witness=entry.witness, phase="witness",
@@ -300,7 +301,7 @@ def replay_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     """Replay one witness of one clause here: does it still violate, with which signature?"""
     engine = _engine(str(args["engine"]))
     violation = _replay(engine, law(str(args["clause"])), args["witness"])
-    return {"violation": violation is not None, "signature": violation.signature if violation else None}
+    return {"violation": violation is not None, "signatures": violation.signatures if violation else []}
 
 
 # -- the command line's side: supervised passes ---------------------------------------------------
@@ -419,7 +420,7 @@ def _derived(records: list[Record], normal: Pass | None, expectations: Expectati
             if not result.ok:
                 found.append(failure_record(clause_id, "optimized", result))
                 continue
-            if result.value["violation"] and result.value["signature"] == evidence.signature:
+            if result.value["violation"] and evidence.signature in result.value["signatures"]:
                 continue
             entry = expected.get(sig)
             message = (f"{evidence.clause} holds in the normal interpreter but fails under python -O on its "

@@ -177,6 +177,23 @@ class Domain:
 
 FULL_DOMAIN = Domain()
 
+UNGROUPED_KINDS: dict[str, str] = {
+    "HiddenStateCacheSpec": "hidden-state layers keep their own block table; vLLM sizes their block "
+                            "to the common page after grouping (kv_cache_planning.py, _ensure_min_page_size), "
+                            "a rule this version of the contract does not model",
+    "HiSparseHotSpec": "HiSparse layers are grouped by their own planner when HiSparse is configured "
+                       "(get_hisparse_kv_cache_groups); they do not occur in tables without it",
+    "HiSparseResidentSpec": "as HiSparseHotSpec",
+    "EncoderOnlyAttentionSpec": "encoder-only layers get no KV cache; engines build their attention "
+                                "groups outside KV-cache grouping",
+}
+"""Kinds the GROUP clauses do not draw into layer tables, with the reason (SPEC.md §7)."""
+
+
+def grouping_domain(domain: Domain) -> Domain:
+    """``domain`` without the kinds grouping tables leave out (:data:`UNGROUPED_KINDS`)."""
+    return dataclasses.replace(domain, kinds=tuple(k for k in domain.kinds if k.__name__ not in UNGROUPED_KINDS))
+
 
 def field_domain(kind: type[KVCacheSpec], f: dataclasses.Field[Any], domain: Domain = FULL_DOMAIN) -> Any:
     """The strategy for one field of one kind (``dtypes`` of Mamba: :func:`state_dtypes`)."""

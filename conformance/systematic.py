@@ -52,6 +52,8 @@ REQUIRED: dict[str, Any] = {
     "rswa_window": 512,
     "shapes": ((4, 256),),
     "dtypes": (KVDtype.BFLOAT16,),
+    "page_size": 4096,
+    "blocks_per_request": 4,
 }
 """Values for fields without a default (the base spec of each kind)."""
 
@@ -80,6 +82,8 @@ ALTERNATIVES: dict[str, tuple[Any, ...]] = {
     "state_alignment": (128, 3),
     "mamba_cache_mode": ("align", "all"),
     "num_speculative_blocks": (2, 1),
+    "page_size": (8192, 2048),
+    "blocks_per_request": (8, 2),
 }
 """Realistic other values per field name; a field not listed derives its own."""
 
@@ -285,7 +289,7 @@ def tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
             if on is not None:
                 table[f"layers.{i + 2}"] = on
         yield table
-    for first_kind, second_kind in itertools.combinations(domain.kinds, 2):
+    for first_kind, second_kind in itertools.permutations(domain.kinds, 2):
         first, second = base_spec(first_kind, domain), base_spec(second_kind, domain)
         if first is None or second is None:
             continue
@@ -293,6 +297,28 @@ def tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
         bigger = variants(second_kind, "block_size", domain)
         if bigger:
             yield {"layers.0": first, "layers.1": bigger[0]}
+
+
+def grouping_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
+    """:func:`tables`, then every single spec twice (one group whose merged spec
+    carries that field), every near miss as two layers (two groups, or a refusal),
+    and, for kinds that derive from one another, the pair differing in each field
+    they share (the case where one kind's merge admits the other)."""
+    yield from tables(domain)
+    for spec in single_specs(domain):
+        yield {"layers.0": spec, "layers.1": spec}
+    for specs, _name in near_misses(domain):
+        yield {"layers.0": specs[0], "layers.1": specs[1]}
+    for first, second in kind_pairs(domain):
+        if not (issubclass(type(first), type(second)) or issubclass(type(second), type(first))):
+            continue
+        for name in disagreeing_fields(type(second)):
+            if name not in {f.name for f in dataclasses.fields(first)}:
+                continue
+            changed = variants(type(second), name, domain)
+            odd = _build_replace(second, {name: getattr(changed[0], name)}) if changed else None
+            if odd is not None and getattr(odd, name) != getattr(first, name):
+                yield {"layers.0": first, "layers.1": odd}
 
 
 def uniform_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
