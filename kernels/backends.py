@@ -64,6 +64,7 @@ class ReferenceBackend:
         self.name = name
         self.accumulate = accumulate
         self.misroute = misroute
+        self.arithmetic = "float64" if accumulate == torch.float64 else "float32"
         precision = "float64" if accumulate == torch.float64 else "float32"
         self.description = f"chunked online-softmax reference, {precision} accumulation" + (
             f", deliberately misrouted {misroute}" if misroute else ""

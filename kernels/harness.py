@@ -24,7 +24,8 @@ import torch
 from .backends import Backend
 from .cases import DTYPES, MODES, CaseSpec, Kind, MLABatch, build_batch, specs_for_modes
 from .mla import MLAResult, mla_reference
-from .tolerance import RowErrors, allowed_error, compare_rows
+from .arithmetic import Arithmetic, arithmetic_of
+from .tolerance import RowErrors, compare_rows, tolerance
 
 __all__ = [
     "CaseResult",
@@ -201,6 +202,7 @@ def _misrouting_note(
     backend_out: tuple[torch.Tensor, torch.Tensor],
     batch: MLABatch,
     r: int,
+    arithmetic: Arithmetic,
 ) -> str:
     """Name the misrouting when the failing request matches the other causality."""
     rows = batch.rows(r)
@@ -209,7 +211,10 @@ def _misrouting_note(
     override = [k.causal for k in batch.kinds]
     override[r] = not override[r]
     flipped = mla_reference(batch, with_scales=True, causal_override=override)
-    out_tol, lse_tol = allowed_error(batch.dtype, flipped, batch.head_dim)
+    flipped_batch = dataclasses.replace(
+        batch, kinds=tuple(_flip(k) if i == r else k for i, k in enumerate(batch.kinds))
+    )
+    out_tol, lse_tol = tolerance(flipped_batch, flipped, arithmetic)
     errors = compare_rows(backend_out[0], backend_out[1], flipped, out_tol, lse_tol)
     if not bool(errors.passed[rows.start : rows.stop].all()):
         return ""
@@ -224,12 +229,22 @@ def _misrouting_note(
     )
 
 
+def _flip(kind: Kind) -> Kind:
+    """A kind of the other causality with the same rows (for the misrouting note)."""
+    return Kind.VERIFY if not kind.causal else Kind.DRAFT
+
+
 def check_batch(
     backend: Backend, batch: MLABatch, *, case_index: int = 0, spec: CaseSpec | None = None
 ) -> CaseResult:
-    """Run ``backend`` on ``batch`` and judge every request (NUM-TOL-1 … NUM-PAD-1)."""
+    """Run ``backend`` on ``batch`` and judge every request (NUM-TOL-1 … NUM-PAD-1).
+
+    The allowance follows the backend's declared arithmetic (``arithmetic``
+    attribute, default IEEE float32; NUM-TOL-1).
+    """
+    arithmetic = arithmetic_of(backend)
     reference = mla_reference(batch, with_scales=True)
-    out_tol, lse_tol = allowed_error(batch.dtype, reference, batch.head_dim)
+    out_tol, lse_tol = tolerance(batch, reference, arithmetic)
     real = [r for r, k in enumerate(batch.kinds) if k is not Kind.PADDING]
     try:
         produced = _run_backend(backend, batch)
@@ -245,7 +260,7 @@ def check_batch(
         message: str | None = None
         if not passed:
             message = _row_message(errors, rows, out_tol, lse_tol, _describe(batch, r))
-            message += _misrouting_note(produced, batch, r)
+            message += _misrouting_note(produced, batch, r, arithmetic)
         records.append(_record(batch, r, case_index, errors, rows, passed, message))
     if batch.has_padding():
         records.append(_padding_record(backend, batch, case_index, produced, out_tol, lse_tol))

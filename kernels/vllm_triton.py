@@ -132,6 +132,7 @@ def verify_kv_splits(max_keys: int) -> int:
 
 
 class VllmTritonBackend:
+    arithmetic = "mixed"
     """vLLM's Triton MLA kernels, routed per request kind (NUM-DISPATCH-1).
 
     ``route="kernels"``: decode and draft rows through ``decode_attention_fwd``,
