@@ -115,7 +115,7 @@ class ReferenceBackend:
         lse.copy_(result.lse.to(lse.dtype))
 
 
-def _vllm_triton(name: str, **options: str) -> Callable[[], Backend]:
+def _vllm_triton(name: str, **options: str | bool) -> Callable[[], Backend]:
     def make() -> Backend:
         from .vllm_triton import VllmTritonBackend
 
@@ -135,6 +135,9 @@ _REGISTRY: dict[str, Callable[[], Backend]] = {
     ),
     "vllm-triton": _vllm_triton("vllm-triton"),
     "vllm-triton-rows": _vllm_triton("vllm-triton-rows", route="rows"),
+    "vllm-triton-mla-impl": _vllm_triton("vllm-triton-mla-impl", mla_impl=True),
+    "vllm-triton-float32": _vllm_triton("vllm-triton-float32", upcast=True),
+    "vllm-triton-gpu-sums": _vllm_triton("vllm-triton-gpu-sums", gpu_sums=True),
     "vllm-triton-misrouted-causal-as-noncausal": _vllm_triton(
         "vllm-triton-misrouted-causal-as-noncausal", misroute=CAUSAL_AS_NONCAUSAL
     ),
