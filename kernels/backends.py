@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -115,7 +115,7 @@ class ReferenceBackend:
         lse.copy_(result.lse.to(lse.dtype))
 
 
-def _vllm_triton(name: str, **options: str | bool) -> Callable[[], Backend]:
+def _vllm_triton(name: str, **options: Any) -> Callable[[], Backend]:
     def make() -> Backend:
         from .vllm_triton import VllmTritonBackend
 

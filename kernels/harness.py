@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from .arithmetic import Arithmetic, arithmetic_of
 from .backends import Backend
 from .cases import (
     DTYPES,
@@ -33,7 +34,6 @@ from .cases import (
     specs_for_modes,
 )
 from .mla import MLAResult, mla_reference
-from .arithmetic import Arithmetic, arithmetic_of
 from .tolerance import RowErrors, compare_rows, tolerance
 
 __all__ = [

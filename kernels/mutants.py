@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from .arithmetic import get_arithmetic, round_to_tf32
-from .cases import DTYPES, MODES, CaseSpec, Kind, MLABatch, build_batch
+from .cases import DTYPES, MODES, CaseSpec, MLABatch, build_batch
 from .dense import visibility_mask
 from .mla import mla_reference
 

@@ -84,7 +84,7 @@ def assert_matches_ground_truth(
     (per-request errors and ratios) when everything passes.
     """
     if callable(kernel) and not hasattr(kernel, "run"):
-        backend: Any = _CallableBackend(kernel, arithmetic or "float32")  # type: ignore[arg-type]
+        backend: Any = _CallableBackend(kernel, arithmetic or "float32")
     elif hasattr(kernel, "run"):
         backend = kernel
         if arithmetic is not None:

@@ -84,7 +84,7 @@ def bfloat16_interpreter(*, sixteen_bit_sums: bool = False) -> Iterator[None]:
     }
 
     def is_bf16(h: Any) -> bool:
-        return getattr(getattr(h, "dtype", None), "scalar", None) == tl.bfloat16
+        return bool(getattr(getattr(h, "dtype", None), "scalar", None) == tl.bfloat16)
 
     def widen(h: Any) -> np.ndarray:
         return bits_to_float32(h.data) if is_bf16(h) else h.data
