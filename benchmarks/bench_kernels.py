@@ -85,6 +85,39 @@ def median_seconds(run, device: str, repeats: int) -> float:  # type: ignore[no-
     return statistics.median(times)
 
 
+def matmul_ratios(device: str, repeats: int) -> list[tuple[str, float, float]]:
+    """(label, reference time / same-FLOP matmul time, reference time / copy time), decode over 8k."""
+    batch = make_batch(
+        [Kind.DECODE] * DECODE_REQUESTS, [1] * DECODE_REQUESTS,
+        [DECODE_CONTEXT] * DECODE_REQUESTS, device,
+    )
+    bytes_read = DECODE_REQUESTS * DECODE_CONTEXT * (RANK + ROPE) * batch.kv_cache.element_size()
+    source = torch.randn(bytes_read // 2, device=device).to(torch.bfloat16)
+    target = torch.empty_like(source)
+    copy_s = median_seconds(lambda: target.copy_(source), device, repeats)
+    rows = []
+    for accumulate in (torch.float32, torch.float64):
+        # The same FLOPs as the reference's two products (q.k over D, p.v over R), as plain
+        # matmuls of [heads, width] x [width, keys] per request, in the accumulation dtype.
+        q = torch.randn(HEADS, RANK + ROPE, dtype=accumulate, device=device)
+        keys = torch.randn(RANK + ROPE, DECODE_CONTEXT, dtype=accumulate, device=device)
+        p = torch.randn(HEADS, DECODE_CONTEXT, dtype=accumulate, device=device)
+        values = torch.randn(DECODE_CONTEXT, RANK, dtype=accumulate, device=device)
+
+        def matmuls(q=q, keys=keys, p=p, values=values) -> None:  # type: ignore[no-untyped-def]
+            for _ in range(DECODE_REQUESTS):
+                q @ keys
+                p @ values
+
+        mm_s = median_seconds(matmuls, device, repeats)
+        ref_s = median_seconds(
+            lambda acc=accumulate: mla_reference(batch, accumulate=acc), device, repeats
+        )
+        name = str(accumulate).removeprefix("torch.")
+        rows.append((f"{name} reference", ref_s / mm_s, ref_s / copy_s))
+    return rows
+
+
 def bandwidth_rows(device: str, repeats: int) -> list[tuple[str, float, float, float]]:
     """(label, reference GB/s, copy GB/s, ratio) for decode over an 8k context."""
     batch = make_batch(
@@ -166,6 +199,9 @@ def report(device: str, repeats: int, skip_peak: bool, threads: int) -> None:
     print(f"{'':<20} {'reference GB/s':>15} {'copy GB/s':>10} {'ratio':>8}")
     for name, ref_bw, copy_bw, ratio in bandwidth_rows(device, repeats):
         print(f"{name:<20} {ref_bw:>15.3f} {copy_bw:>10.3f} {ratio:>8.4f}")
+    print(f"{'':<20} {'ref/matmul':>15} {'ref/copy':>10}   (time ratios; same-FLOP matmul, same-byte copy)")
+    for name, vs_matmul, vs_copy in matmul_ratios(device, repeats):
+        print(f"{name:<20} {vs_matmul:>15.2f} {vs_copy:>10.1f}")
     if skip_peak:
         return
     print(f"peak memory above the inputs, {PEAK_QUERY_TOKENS}-token extend, heads {HEADS}:")

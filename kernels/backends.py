@@ -1,15 +1,37 @@
-"""Attention backends the harness can check, and their registry (NUM-DISPATCH-1).
+"""Attention backends the harness can check, and how they are found (NUM-DISPATCH-1).
 
-A backend takes an :class:`MLABatch` and writes the output rows and LSE of
-every query row into tensors the harness allocated and poisoned
-(NUM-POISON-1). ``modes`` lists the report modes it serves; the harness only
-gives it batches made of those.
+The backend protocol (public; see ``docs/kernels.md``):
+
+* ``name: str`` and ``description: str``, for the report;
+* ``modes: frozenset[str]``: the report modes it serves, a subset of
+  :data:`MODES` (``decode``, ``verify``, ``draft``, ``prefill``,
+  ``window-causal``, ``window-noncausal``, ``padding``); the harness only
+  gives it batches made of those;
+* ``unavailable_reason(dtype) -> str | None``: why it cannot run the storage
+  dtype ``dtype`` (``"float32"``, ``"bfloat16"``, ``"float16"``) here, or
+  None; a reason makes the run report it and exit 1, never a crash;
+* ``run(batch, out, lse) -> None``: compute the :class:`MLABatch` (tensors on
+  the run's device) into ``out [T, H, R]`` (storage dtype) and ``lse [T, H]``
+  (float32, natural log), both NaN-poisoned by the harness (NUM-POISON-1);
+  raising fails every request of the batch;
+* optional ``arithmetic``: the declared arithmetic (an
+  :class:`~kvcontract.kernels.arithmetic.Arithmetic` or one of
+  ``"float64"``, ``"float32"``, ``"mixed"``, ``"tf32"``, each optionally with
+  ``"+lse-storage"``); the tolerance follows it (NUM-TOL-1). Default:
+  ``"float32"`` (IEEE).
+
+Backends are named by a built-in name, by ``module:factory`` (``factory()``
+returns a backend), or by the name of an entry point in the group
+``kvcontract.backends`` of an installed package (the entry point's object is
+such a factory).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -19,10 +41,15 @@ from .mla import mla_reference
 __all__ = [
     "Backend",
     "ReferenceBackend",
+    "ENTRY_POINT_GROUP",
     "UnknownBackendError",
     "backend_names",
+    "entry_point_backends",
     "get_backend",
+    "load_factory",
 ]
+
+ENTRY_POINT_GROUP = "kvcontract.backends"
 
 CAUSAL_AS_NONCAUSAL = "causal-as-noncausal"
 NONCAUSAL_AS_CAUSAL = "noncausal-as-causal"
@@ -64,6 +91,7 @@ class ReferenceBackend:
         self.name = name
         self.accumulate = accumulate
         self.misroute = misroute
+        self.arithmetic = "float64" if accumulate == torch.float64 else "float32"
         precision = "float64" if accumulate == torch.float64 else "float32"
         self.description = f"chunked online-softmax reference, {precision} accumulation" + (
             f", deliberately misrouted {misroute}" if misroute else ""
@@ -87,7 +115,7 @@ class ReferenceBackend:
         lse.copy_(result.lse.to(lse.dtype))
 
 
-def _vllm_triton(name: str, **options: str) -> Callable[[], Backend]:
+def _vllm_triton(name: str, **options: Any) -> Callable[[], Backend]:
     def make() -> Backend:
         from .vllm_triton import VllmTritonBackend
 
@@ -107,6 +135,9 @@ _REGISTRY: dict[str, Callable[[], Backend]] = {
     ),
     "vllm-triton": _vllm_triton("vllm-triton"),
     "vllm-triton-rows": _vllm_triton("vllm-triton-rows", route="rows"),
+    "vllm-triton-mla-impl": _vllm_triton("vllm-triton-mla-impl", mla_impl=True),
+    "vllm-triton-float32": _vllm_triton("vllm-triton-float32", upcast=True),
+    "vllm-triton-gpu-sums": _vllm_triton("vllm-triton-gpu-sums", gpu_sums=True),
     "vllm-triton-misrouted-causal-as-noncausal": _vllm_triton(
         "vllm-triton-misrouted-causal-as-noncausal", misroute=CAUSAL_AS_NONCAUSAL
     ),
@@ -116,22 +147,94 @@ _REGISTRY: dict[str, Callable[[], Backend]] = {
 }
 
 
+def _mutant(name: str) -> Callable[[], Backend]:
+    def make() -> Backend:
+        from .mutants import MutantBackend
+
+        return MutantBackend(name)
+
+    return make
+
+
+def _mutant_names() -> list[str]:
+    from .mutants import MUTANTS
+
+    return [m.name for m in MUTANTS]
+
+
+_REGISTRY.update({f"mutant-{name}": _mutant(name) for name in _mutant_names()})
+
+
 class UnknownBackendError(KeyError):
-    """No backend is registered under that name (NUM-DISPATCH-1)."""
+    """No backend is registered under that name, or a ``module:factory`` does not load (NUM-DISPATCH-1)."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown backend"
 
 
+def entry_point_backends() -> dict[str, importlib.metadata.EntryPoint]:
+    """Backends installed packages register in the entry-point group ``kvcontract.backends``."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def backend_names() -> list[str]:
-    """Registered backend names (NUM-DISPATCH-1)."""
-    return list(_REGISTRY)
+    """Built-in backend names, then those of installed entry points (NUM-DISPATCH-1)."""
+    return list(_REGISTRY) + [n for n in entry_point_backends() if n not in _REGISTRY]
+
+
+def load_factory(spec: str) -> Callable[[], object]:
+    """The callable named by ``module:factory`` (``factory`` may be dotted)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise UnknownBackendError(f"{spec!r} is not of the form module:factory")
+    try:
+        target: object = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnknownBackendError(f"cannot import {module_name!r} for backend {spec!r}: {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise UnknownBackendError(f"{module_name!r} has no attribute {attribute!r}") from None
+    if not callable(target):
+        raise UnknownBackendError(f"{spec!r} is not callable")
+    return target
+
+
+def _validated(made: object, origin: str) -> Backend:
+    missing = [
+        name for name in ("name", "description", "modes", "unavailable_reason", "run")
+        if not hasattr(made, name)
+    ]
+    if missing:
+        raise UnknownBackendError(
+            f"{origin} did not return a backend: it lacks {', '.join(missing)} "
+            "(see the backend protocol in kvcontract.kernels.backends)"
+        )
+    if not isinstance(made, Backend):  # pragma: no cover - the attributes above imply it
+        raise UnknownBackendError(f"{origin} did not return a backend")
+    unknown = set(made.modes) - set(MODES)
+    if unknown:
+        raise UnknownBackendError(f"{origin}: unknown modes {sorted(unknown)}; known: {list(MODES)}")
+    return made
 
 
 def get_backend(name: str) -> Backend:
-    """The backend registered as ``name`` (NUM-DISPATCH-1)."""
-    if name not in _REGISTRY:
-        raise UnknownBackendError(
-            f"unknown backend {name!r}; known: {', '.join(_REGISTRY)}"
-        )
-    return _REGISTRY[name]()
+    """The backend ``name``: built-in, ``module:factory``, or an entry point (NUM-DISPATCH-1)."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]()
+    if ":" in name:
+        return _validated(load_factory(name)(), f"factory {name!r}")
+    installed = entry_point_backends()
+    if name in installed:
+        try:
+            factory = installed[name].load()
+        except Exception as exc:  # a broken plugin is reported, not raised
+            raise UnknownBackendError(
+                f"entry point {name!r} ({installed[name].value}) failed to load: {exc}"
+            ) from exc
+        return _validated(factory(), f"entry point {name!r}")
+    raise UnknownBackendError(
+        f"unknown backend {name!r}; known: {', '.join(backend_names())} "
+        "(or module:factory)"
+    )

@@ -31,6 +31,7 @@ __all__ = [
     "case_specs",
     "draw_examples",
     "mode_of",
+    "production_specs",
 ]
 
 DTYPES: dict[str, torch.dtype] = {
@@ -454,3 +455,64 @@ def specs_for_modes(
         out[mode] = draw_examples(strategy, count, seed * 1009 + index)
     return out
 
+
+
+# --------------------------------------------------------------------------
+# Production-shaped cases
+# --------------------------------------------------------------------------
+
+PRODUCTION_RANK, PRODUCTION_ROPE, PRODUCTION_BLOCK = 512, 64, 64
+
+
+def production_specs(
+    modes: Iterable[str], dtype: str, *, max_seq_len: int = 8192, seed: int = 0
+) -> list[CaseSpec]:
+    """Fixed cases shaped like DeepSeek MLA serving (NUM-DECODE-1 … NUM-PAD-1).
+
+    Width 576 (``R = 512``, ``P = 64``), pages of 64 keys, one and sixteen
+    query heads, contexts up to ``max_seq_len`` (8192 by default; longer
+    requests are shortened to it), a draft block over 256 keys, windows that
+    cut a long context, and, for a block-boundary check, a verify block at
+    block size 1. Only cases whose every mode is in ``modes`` are returned.
+    The reference stays memory-bounded on all of them (NUM-MEMORY-1).
+    """
+    if max_seq_len < 8:
+        raise ValueError("max_seq_len must be at least 8")
+    served = frozenset(modes)
+    cap = max_seq_len
+
+    def req(kind: Kind, n: int, length: int) -> RequestSpec:
+        return RequestSpec(kind, n, max(n, min(length, cap)))
+
+    D, V, Dr, P, PAD = Kind.DECODE, Kind.VERIFY, Kind.DRAFT, Kind.PREFILL, Kind.PADDING
+    shapes: list[tuple[tuple[RequestSpec, ...], int, dict[str, Any]]] = [
+        ((req(D, 1, 8192), req(D, 1, 4096), req(D, 1, 1000), req(D, 1, 37)), 16, {}),
+        ((req(D, 1, 4096), req(D, 1, 300)), 1, {}),
+        ((req(V, 4, 8192), req(V, 4, 513)), 16, {}),
+        ((req(V, 3, 4096),), 1, {"query_scale": 2.0}),
+        ((req(V, 5, 700),), 4, {"block_size": 1}),
+        ((req(Dr, 4, 4096), req(Dr, 8, 256)), 16, {}),
+        ((req(Dr, 8, 256),), 1, {}),
+        ((req(P, 16, 4096), req(P, 24, 24)), 16, {}),
+        ((req(D, 1, 8192), req(V, 4, 2048)), 16, {"sliding_window": 1024}),
+        ((req(D, 1, 4096), req(V, 3, 300)), 1, {"sliding_window": 128}),
+        ((req(Dr, 4, 8192),), 16, {"sliding_window": 1024}),
+        ((req(Dr, 4, 300),), 1, {"sliding_window": 64}),
+        ((req(D, 1, 4096), req(D, 1, 130), RequestSpec(PAD, 0, 0), RequestSpec(PAD, 0, 0)), 16, {}),
+    ]
+    specs = []
+    for index, (requests, heads, extra) in enumerate(shapes):
+        fields: dict[str, Any] = {
+            "num_heads": heads,
+            "kv_lora_rank": PRODUCTION_RANK,
+            "rope_dim": PRODUCTION_ROPE,
+            "block_size": PRODUCTION_BLOCK,
+            "dtype": dtype,
+            "seed": seed * 7919 + index,
+            "spare_blocks": 1,
+        }
+        fields.update(extra)
+        spec = CaseSpec(requests=requests, **fields)
+        if spec.modes <= served:
+            specs.append(spec)
+    return specs

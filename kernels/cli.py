@@ -3,7 +3,10 @@
 Prints one line per mode (cases, rows, max absolute / relative / LSE error,
 worst error-to-tolerance ratio, status); exits 0 when nothing failed, 1 on
 any failure or when the backend cannot run here, 2 on a usage error. Torch
-and the backends load only when the verb runs.
+and the backends load only when the verb runs. ``--backend`` takes a
+built-in name, ``module:factory`` or an installed entry point
+(``kvcontract.backends``). ``--mutants`` instead runs every kernel mutant on
+the default cases and prints the power table (exit 1 if one survives).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--backend", default="reference", metavar="NAME",
-        help="backend to check (see --list-backends); default: reference",
+        help="backend to check: a name (see --list-backends), module:factory, or an installed "
+        "entry point of the group kvcontract.backends; default: reference",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument("--seed", type=int, default=0, help="seed of the drawn cases (default 0)")
@@ -44,8 +48,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--device", default=None,
                         help="torch device (default: cuda when available, else cpu)")
-    parser.add_argument("--max-seq-len", type=int, default=300, metavar="L",
-                        help="longest sequence drawn (default 300)")
+    parser.add_argument("--max-seq-len", type=int, default=8192, metavar="L",
+                        help="longest context of the production-shaped cases (default 8192; "
+                        "drawn cases stay at most 300)")
+    parser.add_argument("--no-production", action="store_true",
+                        help="only the drawn small cases, not the production-shaped ones "
+                        "(width 576, contexts up to --max-seq-len)")
+    parser.add_argument("--mutants", action="store_true",
+                        help="run every kernel mutant on the default cases and print the power "
+                        "table (float32 and bfloat16 unless --dtype); --json writes it")
     parser.add_argument("--list-backends", action="store_true", help="list backends and exit")
     parser.set_defaults(func=run)
     return parser
@@ -59,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list_backends:
         for name in backend_names():
-            print(f"{name:<44} {get_backend(name).description}")
+            try:
+                description = get_backend(name).description
+            except UnknownBackendError as exc:
+                description = f"(broken: {exc})"
+            print(f"{name:<44} {description}")
         return 0
     if args.cases < 1:
         raise UsageError("--cases must be at least 1")
@@ -71,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--heads takes comma-separated integers, got {args.heads!r}") from None
     if not head_counts or min(head_counts) < 1:
         raise UsageError("--heads needs positive head counts")
+    if args.mutants:
+        return _run_mutants(args)
     try:
         backend = get_backend(args.backend)
     except UnknownBackendError as exc:
@@ -83,20 +100,42 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from .harness import check_backend, format_table, write_json
+    from .harness import SuiteReport, check_backend, format_table, write_json
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    report = check_backend(
-        backend,
-        cases_per_mode=args.cases,
-        seed=args.seed,
-        dtype=dtype,
-        device=device,
-        max_seq_len=args.max_seq_len,
-        head_counts=head_counts,
-    )
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        report = SuiteReport(
+            backend.name, backend.description, dtype, str(device), args.seed, (), (),
+            error="skipped: --device cuda, but torch sees no CUDA device here "
+            "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch build)",
+        )
+    else:
+        report = check_backend(
+            backend,
+            cases_per_mode=args.cases,
+            seed=args.seed,
+            dtype=dtype,
+            device=device,
+            max_seq_len=args.max_seq_len,
+            head_counts=head_counts,
+            production=not args.no_production,
+        )
     print(format_table(report))
     if args.json:
         write_json(report, args.json)
     sys.stdout.flush()
     return 0 if report.passed else 1
+
+
+def _run_mutants(args: argparse.Namespace) -> int:
+    from .mutants import format_power_table, power_table, write_power_json
+
+    dtypes = ("float32", "bfloat16") if args.dtype == "auto" else (args.dtype,)
+    table = power_table(
+        dtypes, cases_per_mode=args.cases, seed=args.seed, max_seq_len=args.max_seq_len
+    )
+    print(format_power_table(table))
+    if args.json:
+        write_power_json(table, args.json)
+    sys.stdout.flush()
+    return 0 if table.all_killed else 1

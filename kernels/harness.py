@@ -15,16 +15,26 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .arithmetic import Arithmetic, arithmetic_of
 from .backends import Backend
-from .cases import DTYPES, MODES, CaseSpec, Kind, MLABatch, build_batch, specs_for_modes
+from .cases import (
+    DTYPES,
+    MODES,
+    CaseSpec,
+    Kind,
+    MLABatch,
+    build_batch,
+    production_specs,
+    specs_for_modes,
+)
 from .mla import MLAResult, mla_reference
-from .tolerance import RowErrors, allowed_error, compare_rows
+from .tolerance import RowErrors, compare_rows, tolerance
 
 __all__ = [
     "CaseResult",
@@ -33,13 +43,16 @@ __all__ = [
     "SuiteReport",
     "check_backend",
     "check_batch",
+    "default_case_specs",
     "format_table",
+    "judge_outputs",
     "poisoned_outputs",
     "run_suite",
     "write_json",
 ]
 
 MAX_MESSAGES = 5
+HYPOTHESIS_MAX_SEQ_LEN = 300
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +214,7 @@ def _misrouting_note(
     backend_out: tuple[torch.Tensor, torch.Tensor],
     batch: MLABatch,
     r: int,
+    arithmetic: Arithmetic,
 ) -> str:
     """Name the misrouting when the failing request matches the other causality."""
     rows = batch.rows(r)
@@ -209,7 +223,10 @@ def _misrouting_note(
     override = [k.causal for k in batch.kinds]
     override[r] = not override[r]
     flipped = mla_reference(batch, with_scales=True, causal_override=override)
-    out_tol, lse_tol = allowed_error(batch.dtype, flipped, batch.head_dim)
+    flipped_batch = dataclasses.replace(
+        batch, kinds=tuple(_flip(k) if i == r else k for i, k in enumerate(batch.kinds))
+    )
+    out_tol, lse_tol = tolerance(flipped_batch, flipped, arithmetic)
     errors = compare_rows(backend_out[0], backend_out[1], flipped, out_tol, lse_tol)
     if not bool(errors.passed[rows.start : rows.stop].all()):
         return ""
@@ -224,32 +241,62 @@ def _misrouting_note(
     )
 
 
+def _flip(kind: Kind) -> Kind:
+    """A kind of the other causality with the same rows (for the misrouting note)."""
+    return Kind.VERIFY if not kind.causal else Kind.DRAFT
+
+
 def check_batch(
     backend: Backend, batch: MLABatch, *, case_index: int = 0, spec: CaseSpec | None = None
 ) -> CaseResult:
-    """Run ``backend`` on ``batch`` and judge every request (NUM-TOL-1 … NUM-PAD-1)."""
+    """Run ``backend`` on ``batch`` and judge every request (NUM-TOL-1 … NUM-PAD-1).
+
+    The allowance follows the backend's declared arithmetic (``arithmetic``
+    attribute, default IEEE float32; NUM-TOL-1).
+    """
+    arithmetic = arithmetic_of(backend)
     reference = mla_reference(batch, with_scales=True)
-    out_tol, lse_tol = allowed_error(batch.dtype, reference, batch.head_dim)
-    real = [r for r, k in enumerate(batch.kinds) if k is not Kind.PADDING]
+    out_tol, lse_tol = tolerance(batch, reference, arithmetic)
     try:
         produced = _run_backend(backend, batch)
     except Exception as exc:  # a crashing backend fails every mode of the case
         crash = f"backend {backend.name} raised {type(exc).__name__}: {exc}"
         failed = [_failed_record(batch, r, case_index, crash) for r in range(batch.num_requests)]
         return CaseResult(case_index, spec, tuple(failed))
+    records = judge_outputs(batch, produced, reference, out_tol, lse_tol, case_index, arithmetic)
+    if batch.has_padding():
+        records.append(_padding_record(backend, batch, case_index, produced, out_tol, lse_tol))
+    return CaseResult(case_index, spec, tuple(records))
+
+
+def judge_outputs(
+    batch: MLABatch,
+    produced: tuple[torch.Tensor, torch.Tensor],
+    reference: MLAResult,
+    out_tol: torch.Tensor,
+    lse_tol: torch.Tensor,
+    case_index: int = 0,
+    arithmetic: Arithmetic | None = None,
+) -> list[RequestRecord]:
+    """One record per real request of ``batch`` for outputs ``produced`` (NUM-TOL-1, NUM-FINITE-1).
+
+    With ``arithmetic``, a failing multi-row request is also checked against
+    the other causality, and the message names a misrouting (NUM-DISPATCH-1).
+    """
     errors = compare_rows(produced[0], produced[1], reference, out_tol, lse_tol)
     records = []
-    for r in real:
+    for r, kind in enumerate(batch.kinds):
+        if kind is Kind.PADDING:
+            continue
         rows = batch.rows(r)
         passed = bool(errors.passed[rows.start : rows.stop].all())
         message: str | None = None
         if not passed:
             message = _row_message(errors, rows, out_tol, lse_tol, _describe(batch, r))
-            message += _misrouting_note(produced, batch, r)
+            if arithmetic is not None:
+                message += _misrouting_note(produced, batch, r, arithmetic)
         records.append(_record(batch, r, case_index, errors, rows, passed, message))
-    if batch.has_padding():
-        records.append(_padding_record(backend, batch, case_index, produced, out_tol, lse_tol))
-    return CaseResult(case_index, spec, tuple(records))
+    return records
 
 
 def _record(
@@ -375,30 +422,70 @@ def run_suite(
     )
 
 
+def default_case_specs(
+    modes: Iterable[str],
+    dtype: str,
+    *,
+    cases_per_mode: int = 6,
+    seed: int = 0,
+    max_seq_len: int = 8192,
+    head_counts: tuple[int, ...] = (1, 2, 4, 16),
+    production: bool = True,
+) -> list[CaseSpec]:
+    """The cases of a ``kvcontract kernels`` run (NUM-DISPATCH-1).
+
+    ``cases_per_mode`` hypothesis-drawn small cases per served mode (contexts
+    up to ``min(max_seq_len, 300)``, widths 48 to 96, heads from
+    ``head_counts``), then, with ``production``, the production-shaped cases of
+    :func:`production_specs` whose head count is in ``head_counts`` (width
+    576, contexts up to ``max_seq_len``).
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+    served = frozenset(modes)
+    drawn = specs_for_modes(
+        served,
+        cases_per_mode,
+        seed,
+        dtypes=(dtype,),
+        max_seq_len=min(max_seq_len, HYPOTHESIS_MAX_SEQ_LEN),
+        head_counts=head_counts,
+    )
+    specs = [spec for mode in MODES for spec in drawn.get(mode, [])]
+    if production:
+        specs += [
+            spec
+            for spec in production_specs(served, dtype, max_seq_len=max_seq_len, seed=seed)
+            if spec.num_heads in head_counts
+        ]
+    return specs
+
+
 def check_backend(
     backend: Backend,
     *,
-    cases_per_mode: int = 8,
+    cases_per_mode: int = 6,
     seed: int = 0,
     dtype: str = "bfloat16",
     device: torch.device | str = "cpu",
-    max_seq_len: int = 300,
+    max_seq_len: int = 8192,
     head_counts: tuple[int, ...] = (1, 2, 4, 16),
+    production: bool = True,
 ) -> SuiteReport:
-    """Draw ``cases_per_mode`` hypothesis cases for each served mode and run them (NUM-DISPATCH-1)."""
+    """Run the default cases (:func:`default_case_specs`) of ``backend`` (NUM-DISPATCH-1)."""
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
-    drawn: Mapping[str, list[CaseSpec]] = {}
+    specs: list[CaseSpec] = []
     if backend.unavailable_reason(dtype) is None:
-        drawn = specs_for_modes(
+        specs = default_case_specs(
             backend.modes,
-            cases_per_mode,
-            seed,
-            dtypes=(dtype,),
+            dtype,
+            cases_per_mode=cases_per_mode,
+            seed=seed,
             max_seq_len=max_seq_len,
             head_counts=head_counts,
+            production=production,
         )
-    specs = [spec for mode in MODES for spec in drawn.get(mode, [])]
     return run_suite(backend, specs, device=device, dtype=dtype, seed=seed)
 
 

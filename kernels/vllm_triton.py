@@ -13,7 +13,11 @@ Two kernels of ``vllm.v1.attention.ops.triton_decode_attention``:
 
 Without a GPU both run under Triton's interpreter: :func:`load_kernels` sets
 ``TRITON_INTERPRET=1`` and ``CUDA_VISIBLE_DEVICES=""`` (so that vLLM keeps
-Triton enabled) around the import of vLLM, and restores them after.
+Triton enabled) around the import of vLLM, and restores them after. bfloat16
+storage runs there through :func:`~kvcontract.kernels.triton_bf16.bfloat16_interpreter`,
+which gives the interpreter bfloat16 arithmetic. On a GPU the kernels are
+compiled, and the declared arithmetic is TF32 (``tl.dot`` takes float32
+operands as TF32 by default).
 
 Trailing padding requests are launched as CUDA-graph padding is: scratch
 rows with a sequence length of 0 whose outputs are dropped. Split-KV
@@ -22,6 +26,7 @@ workspaces are NaN-poisoned, as a reused shared workspace holds stale data.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import math
@@ -47,8 +52,11 @@ KERNEL_MODULE = "vllm.v1.attention.ops.triton_decode_attention"
 # exercise the split merge (stage 2) too.
 MIN_KEYS_PER_SPLIT = 32
 MAX_KV_SPLITS = 8
+MLA_IMPL_KEYS_PER_SPLIT = 512  # vllm/v1/attention/backends/mla/triton_mla.py
 VERIFY_MIN_SPLIT_LEN = 128  # the verify kernel's own minimum split length
 MAX_VERIFY_SPLITS = 4
+
+_WARMED: set[tuple[bool, bool, bool]] = set()
 
 ROUTE_CAUSAL_AS_NONCAUSAL = "causal-as-noncausal"
 ROUTE_NONCAUSAL_AS_CAUSAL = "noncausal-as-causal"
@@ -126,6 +134,17 @@ def decode_kv_splits(max_keys: int) -> int:
     return min(MAX_KV_SPLITS, _next_power_of_2(max(1, max_keys // MIN_KEYS_PER_SPLIT)))
 
 
+def mla_impl_kv_splits(max_keys: int) -> int:
+    """Split count as ``TritonMLAImpl`` picks it: a power of 2 of ``max_keys // 512``, capped by 2 per SM.
+
+    Without a GPU there is no SM count; the cap is then not applied.
+    """
+    ideal = _next_power_of_2(max(1, max_keys // MLA_IMPL_KEYS_PER_SPLIT))
+    if torch.cuda.is_available():
+        return min(ideal, 2 * torch.cuda.get_device_properties(0).multi_processor_count)
+    return ideal
+
+
 def verify_kv_splits(max_keys: int) -> int:
     """Split cap for ``decode_attention_fwd_verify``, whose splits hold at least 128 keys (NUM-POISON-1)."""
     return max(1, min(MAX_VERIFY_SPLITS, math.ceil(max_keys / VERIFY_MIN_SPLIT_LEN)))
@@ -147,17 +166,39 @@ class VllmTritonBackend:
         {"decode", "verify", "draft", "window-causal", "window-noncausal", "padding"}
     )
 
-    def __init__(self, name: str, *, route: str = "kernels", misroute: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        route: str = "kernels",
+        misroute: str | None = None,
+        mla_impl: bool = False,
+        upcast: bool = False,
+        gpu_sums: bool = False,
+    ) -> None:
         if route not in ("kernels", "rows"):
             raise ValueError(f"unknown route {route!r}")
         if misroute not in (None, ROUTE_CAUSAL_AS_NONCAUSAL, ROUTE_NONCAUSAL_AS_CAUSAL):
             raise ValueError(f"unknown misroute {misroute!r}")
         self.name = name
-        self.route = route
+        self.route = "rows" if mla_impl else route
         self.misroute = misroute
+        self.mla_impl = mla_impl
+        self.upcast = upcast
+        self.gpu_sums = gpu_sums
         self.description = "vLLM Triton MLA kernels" + (
+            " driven as TritonMLAImpl.forward_mqa (per-row extents, 512 keys per split, "
+            "LSE in the query dtype)" if mla_impl else
             " (per-row extents)" if route == "rows" else ""
+        ) + (", inputs upcast to float32 (a float32-accumulating copy)" if upcast else "") + (
+            ", 16-bit tl.sum as a rounded tree (GPU-faithful)" if gpu_sums else ""
         ) + (f", deliberately misrouted {misroute}" if misroute else "")
+
+    @property
+    def arithmetic(self) -> str:
+        """Declared arithmetic (NUM-TOL-1): tensor cores take float32 as TF32 on a GPU."""
+        base = "tf32" if torch.cuda.is_available() else ("float32" if self.upcast else "mixed")
+        return base + ("+lse-storage" if self.mla_impl else "")
 
     def unavailable_reason(self, dtype: str) -> str | None:
         """Why the backend cannot run ``dtype`` here, or None."""
@@ -165,14 +206,46 @@ class VllmTritonBackend:
             load_kernels()
         except BackendUnavailable as exc:
             return str(exc)
-        if dtype == "bfloat16" and not torch.cuda.is_available():
-            # triton.runtime.interpreter keeps bfloat16 as raw uint16 bits and
-            # does its arithmetic (tl.dot, products, sums) on those integers.
-            return "Triton's interpreter cannot compute in bfloat16; use float16 or float32, or a GPU"
         return None
 
     def run(self, batch: MLABatch, out: torch.Tensor, lse: torch.Tensor) -> None:
         """Compute ``batch`` into ``out`` ``[T, H, R]`` and ``lse`` ``[T, H]``."""
+        interpreted = batch.device.type != "cuda"
+        emulate = interpreted and (batch.dtype == torch.bfloat16 or self.gpu_sums)
+        if self.upcast and batch.dtype != torch.float32:
+            wide = batch.with_query(batch.q.float())
+            wide = dataclasses.replace(wide, kv_cache=batch.kv_cache.float())
+            wide_out = torch.full_like(out, float("nan"), dtype=torch.float32)
+            self._run(wide, wide_out, lse)
+            out.copy_(wide_out.to(out.dtype))
+            return
+        if emulate:
+            from .triton_bf16 import bfloat16_interpreter
+
+            self._warm_up(batch)
+            with bfloat16_interpreter(sixteen_bit_sums=self.gpu_sums):
+                self._run(batch, out, lse)
+            return
+        self._run(batch, out, lse)
+
+    def _warm_up(self, batch: MLABatch) -> None:
+        """Run the batch's kernels once, unpatched, in float32.
+
+        Triton's interpreter prepares a kernel's jit'd callees (``tl.cdiv``) on
+        its first launch, and that preparation fails while the bfloat16
+        emulation is active; a first launch outside it avoids that.
+        """
+        key = (batch.num_heads == 1, Kind.VERIFY in batch.kinds, batch.sliding_window is not None)
+        if key in _WARMED:
+            return
+        wide = dataclasses.replace(
+            batch.with_query(batch.q.float()), kv_cache=batch.kv_cache.float()
+        )
+        out = torch.empty(batch.num_tokens, batch.num_heads, batch.kv_lora_rank, device=batch.device)
+        self._run(wide, out, torch.empty(batch.num_tokens, batch.num_heads, device=batch.device))
+        _WARMED.add(key)
+
+    def _run(self, batch: MLABatch, out: torch.Tensor, lse: torch.Tensor) -> None:
         kernels = load_kernels()
         if any(k is Kind.PREFILL for k in batch.kinds):
             raise NotImplementedError("vllm-triton does not serve prefill")
@@ -231,8 +304,12 @@ class VllmTritonBackend:
         max_keys = max(extents)
         if batch.sliding_window is not None:
             max_keys = min(max_keys, batch.sliding_window)
-        splits = decode_kv_splits(max_keys)
-        o, row_lse, workspace = _poisoned_buffers(batch, len(extents), splits)
+        if self.mla_impl:
+            splits = mla_impl_kv_splits(max_keys)
+            lse_dtype = batch.dtype  # TritonMLAImpl: lse = torch.zeros(..., dtype=q.dtype)
+        else:
+            splits, lse_dtype = decode_kv_splits(max_keys), torch.float32
+        o, row_lse, workspace = _poisoned_buffers(batch, len(extents), splits, lse_dtype)
         paged = batch.kv_cache.unsqueeze(2)
         kernels.decode_attention_fwd(
             q,
@@ -290,14 +367,14 @@ class VllmTritonBackend:
 
 
 def _poisoned_buffers(
-    batch: MLABatch, rows: int, splits: int
+    batch: MLABatch, rows: int, splits: int, lse_dtype: torch.dtype = torch.float32
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """NaN-filled kernel output, float32 LSE and split-KV workspace (NUM-POISON-1)."""
+    """NaN-filled kernel output, LSE (float32 unless told) and split-KV workspace (NUM-POISON-1)."""
     heads, rank, device = batch.num_heads, batch.kv_lora_rank, batch.device
     nan = float("nan")
     return (
         torch.full((rows, heads, rank), nan, dtype=batch.dtype, device=device),
-        torch.full((rows, heads), nan, dtype=torch.float32, device=device),
+        torch.full((rows, heads), nan, dtype=lse_dtype, device=device),
         torch.full((rows, heads, splits, rank + 1), nan, dtype=torch.float32, device=device),
     )
 

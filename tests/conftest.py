@@ -1,4 +1,9 @@
-"""Shared test settings: hypothesis profiles sized for a 2-core CI machine."""
+"""Shared test settings: hypothesis profiles sized for a 2-core CI machine.
+
+Markers (registered in pyproject.toml): ``slow`` (left out of the fast lane,
+``pytest -m "not slow"``), ``vllm`` (needs an importable vLLM), ``triton``
+(needs Triton, vLLM's kernels through its interpreter).
+"""
 
 from hypothesis import HealthCheck, settings
 
@@ -7,11 +12,3 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.load_profile("ci")
-
-
-def pytest_configure(config):
-    known = "\n".join(config.getini("markers"))
-    for name, text in (("vllm", "needs an importable vLLM (skips with the reason otherwise)"),
-                       ("slow", "slower than the default test budget")):
-        if f"{name}:" not in known:
-            config.addinivalue_line("markers", f"{name}: {text}")

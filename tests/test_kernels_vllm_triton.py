@@ -2,8 +2,8 @@
 
 Without a GPU the kernels run under Triton's interpreter: ``load_kernels``
 sets TRITON_INTERPRET=1 and CUDA_VISIBLE_DEVICES="" around the import of vLLM
-only, so nothing leaks into other tests. The interpreter cannot
-compute in bfloat16, so bfloat16 is checked on a GPU only.
+only, so nothing leaks into other tests. bfloat16 runs there through the
+kit's emulation of GPU bfloat16 arithmetic (kvcontract.kernels.triton_bf16).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from hypothesis import given, settings
 from kvcontract.kernels import CaseSpec, Kind, RequestSpec, build_batch, case_specs, check_batch
 from kvcontract.kernels.vllm_triton import BackendUnavailable, VllmTritonBackend, load_kernels
 
+pytestmark = [pytest.mark.vllm, pytest.mark.triton]
+
 try:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -26,7 +28,7 @@ except BackendUnavailable as exc:
 
 GPU = torch.cuda.is_available()
 DEVICE = "cuda" if GPU else "cpu"
-DTYPES = ("float32", "float16", "bfloat16") if GPU else ("float32", "float16")
+DTYPES = ("float32", "float16", "bfloat16")
 SERVED = VllmTritonBackend.modes
 # One query head per KV head takes the kernels' MHA path, which NUM-ACCUM-1 catches
 # (see test_single_head_decode_meets_the_tolerance); the grouped MLA path is checked here.
@@ -150,3 +152,29 @@ def test_single_head_decode_meets_the_tolerance() -> None:
     spec = _spec((Kind.DECODE, 1, 1), (Kind.DECODE, 1, 64), (Kind.DRAFT, 2, 40),
                  num_heads=1, dtype="float16", seed=3)
     _assert_passes(VllmTritonBackend("vllm-triton"), spec)
+
+
+def test_mla_impl_route_with_its_lse_dtype_passes_in_16_bit() -> None:
+    """NUM-TOL-1 with ``+lse-storage``: driven as TritonMLAImpl (LSE in the query dtype), 16 heads."""
+    backend = VllmTritonBackend("vllm-triton-mla-impl", mla_impl=True)
+    assert backend.arithmetic.endswith("+lse-storage")
+    for dtype in ("float16", "bfloat16"):
+        _assert_passes(backend, _spec((Kind.DECODE, 1, 600), (Kind.DRAFT, 3, 90), (Kind.VERIFY, 2, 40),
+                                      num_heads=16, kv_lora_rank=512, rope_dim=64, block_size=64,
+                                      dtype=dtype))
+
+
+def test_float32_accumulating_copy_passes_the_one_head_path() -> None:
+    """NUM-ACCUM-1: the same kernel fed float32 (exact upcasts) passes where the 16-bit one fails."""
+    spec = _spec((Kind.DECODE, 1, 1), (Kind.DECODE, 1, 64), (Kind.DRAFT, 2, 40),
+                 num_heads=1, dtype="float16", seed=3)
+    _assert_passes(VllmTritonBackend("vllm-triton-float32", upcast=True), spec)
+
+
+def test_one_head_bfloat16_on_the_cpu_shows_num_accum_1() -> None:
+    """NUM-ACCUM-1 in bfloat16 (emulated GPU arithmetic): the one-head path's q.k is off in the LSE."""
+    spec = _spec((Kind.DECODE, 1, 300), num_heads=1, kv_lora_rank=512, rope_dim=64,
+                 block_size=64, dtype="bfloat16", seed=1)
+    result = check_batch(VllmTritonBackend("vllm-triton"), build_batch(spec, DEVICE), spec=spec)
+    assert not result.passed
+    assert result.records[0].max_lse_error > 1e-4 and result.records[0].worst_ratio > 10
