@@ -272,7 +272,8 @@ def kind_pairs(domain: Domain) -> Iterator[tuple[KVCacheSpec, KVCacheSpec]]:
         required = {f.name for f in dataclasses.fields(second_kind) if f.default is dataclasses.MISSING}
         shared = {f.name for f in _settable(second_kind, domain)} & {f.name for f in dataclasses.fields(first)}
         aligned = _build_replace(second, {n: getattr(first, n) for n in shared
-                                          if not (n in required and getattr(first, n) is None)})
+                                          if not (n in required and getattr(first, n) is None)
+                                          and _kind_values(second_kind, n) is None})
         yield first, aligned if aligned is not None else second
 
 

@@ -19,7 +19,6 @@ from kvcontract.reference.specs import (
     KVCacheSpec,
     MambaSpec,
     MLAAttentionSpec,
-    SlidingWindowMLASpec,
 )
 
 S = TypeVar("S", bound=KVCacheSpec)
@@ -163,8 +162,11 @@ def _pads_instead_of_scaling(spec: KVCacheSpec) -> bool:
 
 
 def _may_pad(spec: KVCacheSpec) -> bool:
-    mla = isinstance(spec, MLAAttentionSpec | SlidingWindowMLASpec)
-    return isinstance(spec, MambaSpec) or (isinstance(spec, AttentionSpec) and not mla)
+    """GROUP-PAGE-1 step 4: MLA pages (MLAAttentionSpec and subclasses) are read in
+    whole token rows and are never padded; SlidingWindowMLASpec is padded like
+    any attention page (the open question in SPEC.md)."""
+    return isinstance(spec, MambaSpec) or (isinstance(spec, AttentionSpec)
+                                           and not isinstance(spec, MLAAttentionSpec))
 
 
 def unify_page_sizes(specs_by_layer: Mapping[str, KVCacheSpec]) -> dict[str, KVCacheSpec]:
@@ -173,8 +175,8 @@ def unify_page_sizes(specs_by_layer: Mapping[str, KVCacheSpec]) -> dict[str, KVC
     The largest page is the target; a layer already at it is kept as it is. A
     smaller Mamba page is padded (``page_size_padded``) to the target. Any other
     smaller page that divides the target grows its ``block_size`` by the ratio
-    target // page. One that does not divide is padded when it is a non-MLA
-    attention page; an MLA page (indexed in whole token rows) cannot be. A fixed
+    target // page. One that does not divide is padded when it is an attention
+    page other than an MLAAttentionSpec one (indexed in whole token rows). A fixed
     page (SPEC-PAGE-4) is neither scaled nor padded. Raises
     :class:`GroupingError` for every layer it cannot bring to the target.
 
