@@ -81,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
                            example_timeout=args.example_timeout)
     except EngineLoadError as exc:
         raise UsageError(f"engine {args.engine!r} cannot be loaded: {exc}") from None
+    except XfailsError as exc:
+        raise UsageError(str(exc)) from None
     print(render_table(report))
     if args.json:
         write_json(report, args.json)

@@ -158,6 +158,12 @@ def domain_of(engine: Engine) -> strat.Domain:
     return strat.domain_for(engine)
 
 
+def engine_ref(engine: Engine) -> str:
+    """The name that loads ``engine`` again (``resolve_engine``): the one it was
+    loaded by (``kvcontract_ref``, set by the runner), else its ``name``."""
+    return str(getattr(engine, "kvcontract_ref", engine.name))
+
+
 def render_snippet(engine: Engine, law_: Law, ex: Example, violation: Violation, optimized: bool) -> str:
     """A self-contained Python program that reproduces ``violation``."""
     kinds = sorted({type(s) for s in ex.specs} | {type(s) for _, s in ex.table}, key=lambda k: k.__name__)
@@ -182,7 +188,7 @@ def render_snippet(engine: Engine, law_: Law, ex: Example, violation: Violation,
     if "EXPECTED[" in check:
         want = reference.merge(list(ex.specs))
         check = check.replace("expected = EXPECTED[0]", f"expected = {engine.render_spec(want)}")
-    check = check.replace("resolve_engine(ENGINE)", f"resolve_engine({engine.name!r})")
+    check = check.replace("resolve_engine(ENGINE)", f"resolve_engine({engine_ref(engine)!r})")
     check = check.replace("MERGE(", "_merge(").replace("UNIFORM(", "_uniform(")
     check = check.replace("GROUP_PAIRS(", "_group_pairs(").replace("GROUPS(", "_groups(")
     lines += [

@@ -19,6 +19,7 @@ Two halves:
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -274,7 +275,12 @@ def _engine(name: str) -> Engine:
     if name not in _ENGINES:
         from kvcontract.conformance.registry import resolve_engine
 
-        _ENGINES[name] = resolve_engine(name)
+        engine = resolve_engine(name)
+        try:
+            engine.kvcontract_ref = name  # type: ignore[attr-defined]  # snippets load it by this name
+        except AttributeError:
+            pass
+        _ENGINES[name] = engine
     return _ENGINES[name]
 
 
@@ -315,7 +321,10 @@ def failure_record(clause: str, mode: str, result: TaskResult) -> Record:
     if result.status == "raised":
         message = f"the kit failed running this clause: {result.error}"
     else:
-        during = f" while running a {phase} example" if example is not None else ""
+        during = ""
+        if example is not None:
+            shown = json.dumps(example, separators=(",", ":"))
+            during = f" while running a {phase} example: {shown if len(shown) <= 600 else shown[:600] + '...'}"
         message = f"{result.error}{during}"
     return Record(clause=clause, title=c.title, level=c.level, mode=mode, status="error",  # type: ignore[arg-type]
                   signature=f"worker-{result.status}", message=message, where=result.where,
@@ -354,6 +363,9 @@ class Pass:
 
     def run(self) -> None:
         try:
+            if self.clauses:
+                self._say(f"[{self.mode}] loading {self.engine_name} ...")
+                self.info()  # the engine's import is not an example: it gets its own time limit
             for index, clause in enumerate(self.clauses, 1):
                 self._say(f"[{self.mode} {index}/{len(self.clauses)}] {clause} ...")
                 result = self.worker.run(

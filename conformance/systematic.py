@@ -303,13 +303,26 @@ def tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
 def grouping_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
     """:func:`tables`, then every single spec twice (one group whose merged spec
     carries that field), every near miss as two layers (two groups, or a refusal),
-    and, for kinds that derive from one another, the pair differing in each field
-    they share (the case where one kind's merge admits the other)."""
+    every page changed by one field beside every other kind's base (page-size
+    unification), and, for kinds that derive from one another, the pair differing
+    in each field they share (the case where one kind's merge admits the other)."""
     yield from tables(domain)
     for spec in single_specs(domain):
         yield {"layers.0": spec, "layers.1": spec}
     for specs, _name in near_misses(domain):
         yield {"layers.0": specs[0], "layers.1": specs[1]}
+    bases = [b for b in (base_spec(k, domain) for k in domain.kinds) if b is not None]
+    for kind in domain.kinds:
+        base = base_spec(kind, domain)
+        if base is None:
+            continue
+        for f in _settable(kind, domain):
+            changed = variants(kind, f.name, domain)[:1]
+            if not changed or changed[0].page_size_bytes == base.page_size_bytes:
+                continue
+            for other in bases:  # a page changed by one field, beside every other kind's page
+                if type(other) is not kind:
+                    yield {"layers.0": changed[0], "layers.1": other}
     for first, second in kind_pairs(domain):
         if not (issubclass(type(first), type(second)) or issubclass(type(second), type(first))):
             continue

@@ -74,12 +74,12 @@ class TaskResult:
 
 
 def describe_exit(returncode: int) -> str:
-    """``killed by SIGABRT`` / ``exited with 3``."""
+    """``was killed by SIGABRT`` / ``exited with 3``."""
     if returncode < 0:
         try:
-            return f"killed by {signal.Signals(-returncode).name}"
+            return f"was killed by {signal.Signals(-returncode).name}"
         except ValueError:
-            return f"killed by signal {-returncode}"
+            return f"was killed by signal {-returncode}"
     return f"exited with {returncode}"
 
 

@@ -1,0 +1,1 @@
+"""Patched engines for the meta-tests, loaded as ``tests.engines.<module>:factory``."""
