@@ -42,7 +42,7 @@ def spec_from_json(data: dict[str, Any]) -> KVCacheSpec:
     kind = KINDS_BY_NAME.get(data.get("kind", ""))
     if kind is None:
         raise LayerTableError(f"unknown spec kind in {data!r}")
-    return _entry_model(kind).model_validate(data).to_spec()  # type: ignore[attr-defined, no-any-return]
+    return _entry_model(kind).model_validate(data).to_spec()  # type: ignore[arg-type, no-any-return]
 
 
 def render_call(

@@ -73,7 +73,7 @@ def raised_signature(exc: BaseException, kinds: Sequence[str] | None, prefix: st
 def _to_engine(engine: Engine, spec: KVCacheSpec) -> Any:
     try:
         return engine.to_engine(spec)
-    except Exception as exc:  # noqa: BLE001 - the adapter could not build the engine's spec
+    except Exception as exc:
         raise KitFailure(f"{engine.name} adapter could not convert {type(spec).__name__}: "
                          f"{_describe(exc)}") from exc
 
@@ -88,7 +88,7 @@ def _from_engine(engine: Engine, obj: Any, ex: Example, what: str) -> KVCacheSpe
                         f"print('{what} returned', {_repr_expr(what)})\n"
                         f"raise SystemExit({('VIOLATION: ' + what + ' returned an invalid spec: ' + str(exc))!r})",
                         signature("invalid-result", ex.kinds())) from exc
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise KitFailure(f"{engine.name} adapter could not read back {type(obj).__name__}: "
                          f"{_describe(exc)}") from exc
 
@@ -105,7 +105,7 @@ def _merge(engine: Engine, specs: Sequence[KVCacheSpec], ex: Example) -> KVCache
     objs = _objs(engine, specs)
     try:
         merged = engine.merge(objs)
-    except Exception as exc:  # noqa: BLE001 - any failure of compatible specs is the finding
+    except Exception as exc:
         raise Violation(f"merge of compatible specs raised {_describe(exc)}", RAISES_CHECK,
                         signature(f"raised-{type(exc).__name__}", ex.kinds())) from exc
     return _from_engine(engine, merged, ex, "merge")
@@ -150,7 +150,7 @@ def _compare_with_reference(clause: str, engine: Engine, ex: Example, roles: set
         return
     if "kind" in bad:
         detail = f"kind {type(got).__name__} (contract: {type(want).__name__})"
-        sig = signature("wrong-kind", ex.kinds())
+        sig: str | list[str] = signature("wrong-kind", ex.kinds())
     else:
         detail = ", ".join(f"{n}: {getattr(got, n, None)!r} (contract: {getattr(want, n)!r})" for n in bad)
         sig = per_field(outcome, ex.kinds(), bad)
@@ -312,7 +312,7 @@ def check_assoc(engine: Engine, ex: Example) -> None:
         stepwise_obj = engine.merge(halves)
     except KitFailure:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise Violation(f"merging two merged halves raised {_describe(exc)}",
                         f"merged = MERGE([MERGE(specs[:{ex.cut}]), MERGE(specs[{ex.cut}:])])",
                         signature(f"stepwise-raised-{type(exc).__name__}", ex.kinds())) from exc
@@ -386,7 +386,7 @@ def check_page(engine: Engine, ex: Example) -> None:
     try:
         merged = engine.merge(objs)
         page = engine.page_size(merged)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise Violation(f"merge of compatible specs raised {_describe(exc)}", RAISES_CHECK,
                         signature(f"raised-{type(exc).__name__}", ex.kinds())) from exc
     want = ex.specs[0].page_size_bytes
@@ -419,7 +419,7 @@ def check_pure(engine: Engine, ex: Example) -> None:
     listing = list(objs)
     try:
         merged = engine.merge(listing)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise Violation(f"merge of compatible specs raised {_describe(exc)}", RAISES_CHECK,
                         signature(f"raised-{type(exc).__name__}", ex.kinds())) from exc
     after = [_state(o) for o in objs]
@@ -523,7 +523,7 @@ def check_message(engine: Engine, ex: Example) -> None:
     if outcome is None or not ex.field:
         return
     text = str(outcome)
-    values = []
+    values: list[Any] = []
     for spec in ex.specs:
         value = getattr(spec, ex.field)
         if all(repr(value) != repr(v) for v in values):
@@ -547,7 +547,7 @@ def check_empty(engine: Engine, ex: Example) -> None:
         engine.merge([])
     except AssertionError:
         return
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise Violation(f"merge([]) raised {_describe(exc)}, not an AssertionError",
                         "try:\n    MERGE([])\nexcept AssertionError as exc:\n    print('no violation:', exc)\n"
                         "except Exception as exc:\n"
@@ -715,6 +715,17 @@ _NOT_COMPARED = frozenset({"block_size", "page_size_padded"})
 """Fields page-size unification may change (judged by GROUP-PAGE-1)."""
 
 
+def _member_changes(got: KVCacheSpec, layer: KVCacheSpec) -> list[str]:
+    """How a group's per-member spec differs from the layer's own, or from the
+    layer's full-allocation form (GROUP-MERGED-1 allows that fallback)."""
+    found = [x for x in _fields_differ(got, layer) if x not in _NOT_COMPARED]
+    if found:
+        promoted = reference.full_allocation_form(layer)
+        if promoted is not layer and not [x for x in _fields_differ(got, promoted) if x not in _NOT_COMPARED]:
+            return []
+    return found
+
+
 def check_group_merged(engine: Engine, ex: Example) -> None:
     groups = _judged_groups(engine, ex)
     if groups is None:
@@ -724,8 +735,8 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
         members = _group_members(g, table)
         kinds = [type(m).__name__ for m in members]
         if g.spec is None:
-            bad = [n for n, s in (g.member_specs or {}).items()
-                   if [x for x in _fields_differ(s, table[n], None) if x not in _NOT_COMPARED]]
+            diffs = {n: _member_changes(s, table[n]) for n, s in (g.member_specs or {}).items()}
+            bad = {n: d for n, d in diffs.items() if d}
             if bad:
                 raise Violation(f"per-member specs of group {list(g.layer_names)} differ from the "
                                 f"layers' own: {bad}",

@@ -68,7 +68,7 @@ class Example:
         return sorted({type(s).__name__ for s in self.specs} | {type(s).__name__ for _, s in self.table})
 
 
-class Violation(Exception):  # noqa: N818 - a finding, not a program error
+class Violation(Exception):
     """The engine broke a clause on an example.
 
     ``signature`` names the defect in engine terms (``outcome:kinds:fields``);

@@ -390,7 +390,7 @@ def _k_equals_v_page(spec: KVCacheSpec, kind: type[KVCacheSpec]) -> int:
             and spec.state_content_bytes is None:
         itemsize: int = spec.dtype.itemsize
         return spec.num_heads * spec.num_states * 2 * spec.head_size * itemsize
-    page: int = kind.page_size_bytes.__get__(spec)  # type: ignore[attr-defined]
+    page: int = kind.page_size_bytes.__get__(spec)
     return page
 
 

@@ -237,8 +237,9 @@ def run_mutants(names: Sequence[str] | None = None, *, profile: str = "default",
     for name in names:
         mutant_class(name)
     start = time.perf_counter()
-    modes: list[Mode] = [m for m, on in (("normal", optimize in ("off", "both")),
-                                         ("optimized", optimize in ("on", "both"))) if on]
+    wanted: list[tuple[Mode, bool]] = [("normal", optimize in ("off", "both")),
+                                       ("optimized", optimize in ("on", "both"))]
+    modes: list[Mode] = [m for m, on in wanted if on]
     per_mode: dict[Mode, dict[str, ModeOutcome]] = {m: {} for m in modes}
     threads = [threading.Thread(target=_hunt_mode, args=(m, names, per_mode[m]),
                                 kwargs={"profile": profile, "seed_value": seed_value, "exhaustive": exhaustive,

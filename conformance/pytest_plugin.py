@@ -75,7 +75,7 @@ def pytest_configure(config: Any) -> None:
 
     engine = resolve_engine(name)
     path = config.getoption("--kvcontract-xfails") or default_xfails(engine.name, engine.version)
-    config._kvcontract = {  # type: ignore[attr-defined]
+    config._kvcontract = {
         "engine": engine,
         "profile": config.getoption("--kvcontract-profile"),
         "seed": config.getoption("--kvcontract-seed"),

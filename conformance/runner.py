@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 import kvcontract
 from kvcontract.conformance.engine import Engine
 from kvcontract.conformance.model import Example, KitFailure, Law, Violation, domain_of
-from kvcontract.conformance.report import ClauseRun, Record, Report, summarize
+from kvcontract.conformance.report import ClauseRun, Mode, Record, Report, Status, summarize
 from kvcontract.conformance.suite import CLAUSE_ORDER, DERIVED, LAWS, law
 from kvcontract.conformance.systematic import all_pairs, exercised
 from kvcontract.conformance.worker import Emit, TaskResult, Worker, last_frame
@@ -51,7 +51,7 @@ ENGINE_LOAD_TIMEOUT_S = 180.0
 Progress = Callable[[str], None]
 
 
-def mode_name() -> str:
+def mode_name() -> Mode:
     return "optimized" if sys.flags.optimize else "normal"
 
 
@@ -63,7 +63,7 @@ def _neutral_hypothesis() -> None:
         from hypothesis.internal.conjecture import providers
     except ImportError:
         return
-    empty = providers.Constants()
+    empty = providers.Constants()  # type: ignore[attr-defined]
     if hasattr(providers, "_get_local_constants"):
         providers._get_local_constants = lambda: empty
 
@@ -118,7 +118,7 @@ def _hypothesis_settings(examples: int, shrink: bool) -> settings:
                     report_multiple_bugs=False, print_blob=False, phases=phases)
 
 
-class _Stop(Exception):  # noqa: N818 - control flow inside a hypothesis search
+class _Stop(Exception):
     pass
 
 
@@ -184,7 +184,7 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
     judged by its pinned witness, errors of the kit's own code apart."""
     mode = mode_name()
     start = time.perf_counter()
-    base = {"clause": law_.clause, "title": law_.title, "level": law_.level, "mode": mode}
+    base: dict[str, Any] = {"clause": law_.clause, "title": law_.title, "level": law_.level, "mode": mode}
     skip = law_.requires(engine)
     domain = domain_of(engine)
     total_pairs = len(all_pairs(domain))
@@ -235,10 +235,10 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
         records.append(Record(**base, status="fail", signature=sig, examples=1, phase=phase,
                               message=violation.message, witness=ex.to_json(),
                               snippet=law_.snippet(engine, ex, violation, optimized)))
-    for key, (ex, exc) in sorted(findings.errors.items()):
-        records.append(Record(**base, status="error", signature=f"kit-error:{type(exc).__name__}",
+    for key, (bad_example, error) in sorted(findings.errors.items()):
+        records.append(Record(**base, status="error", signature=f"kit-error:{type(error).__name__}",
                               message=f"the kit could not judge an example: {key}",
-                              where=last_frame(exc), witness=ex.to_json() or None))
+                              where=last_frame(error), witness=bad_example.to_json() or None))
     if not records:
         records.append(Record(**base, status="pass", examples=findings.examples))
     seconds = time.perf_counter() - start
@@ -262,7 +262,7 @@ def _replay_safely(engine: Engine, law_: Law, entry: Expectation) -> Violation |
 STATUS_RANK = {"error": 5, "fail": 4, "xpass": 3, "xfail": 2, "pass": 1, "skip": 0}
 
 
-def _worst(records: Sequence[Record]) -> str:
+def _worst(records: Sequence[Record]) -> Status:
     return max((r.status for r in records), key=STATUS_RANK.__getitem__, default="pass")
 
 

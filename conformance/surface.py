@@ -297,7 +297,7 @@ def _resolve_parts(cls: type, annotation: Any) -> tuple[list[Any], bool]:
             optional = True
             continue
         try:
-            parts.append(eval(piece, namespace))  # noqa: S307 - the engine's own annotation
+            parts.append(eval(piece, namespace))
         except Exception:  # noqa: BLE001, S112 - a TYPE_CHECKING-only name: not constructible here
             continue
     return parts, optional
@@ -365,7 +365,7 @@ def engine_objects(cls: type, opaque: Mapping[type, Sequence[Any]] | None = None
                 obj.page_size_bytes  # noqa: B018 - some engines validate only here
         except NotImplementedError:
             pass  # an abstract base: no page size of its own
-        except Exception:  # noqa: BLE001 - the engine's own validation rejected the draw
+        except Exception:
             assume(False)
             raise
         return obj

@@ -157,7 +157,7 @@ _NAMESPACE = {c.__name__: c for c in (KVDtype, KVQuantMode, MambaType, SparseCac
 
 
 def _realize(args: dict[str, str]) -> dict[str, Any]:
-    return {name: eval(text, dict(_NAMESPACE)) for name, text in args.items()}  # noqa: S307 - CrossHair's reprs of ints, bools and our enums
+    return {name: eval(text, dict(_NAMESPACE)) for name, text in args.items()}
 
 
 def near_misses_of(pair: _Pair, specs: list[KVCacheSpec]) -> list[tuple[str, list[KVCacheSpec]]]:

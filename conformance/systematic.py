@@ -134,14 +134,14 @@ def _base(kind: type[KVCacheSpec], pinned: frozenset[str]) -> KVCacheSpec | None
 
 def base_spec(kind: type[KVCacheSpec], domain: Domain) -> KVCacheSpec | None:
     """The base spec of ``kind``: defaults, required fields at realistic values."""
-    return _base(kind, domain.pinned_fields(kind))
+    return _base(kind, domain.pinned_fields(kind))  # type: ignore[arg-type]  # classes hash
 
 
 def _kind_values(kind: type[KVCacheSpec], name: str) -> tuple[Any, ...] | None:
     """The values a kind (or a kind it derives from) restricts a field to, e.g.
     an MLA cache's single latent head; None when the kind does not restrict it."""
     for cls in kind.__mro__:
-        strategy = KIND_DOMAINS.get((cls, name))  # type: ignore[call-overload]
+        strategy = KIND_DOMAINS.get((cls, name))
         if strategy is not None:
             return tuple(getattr(strategy, "elements", ()))
     return None
@@ -323,6 +323,11 @@ def grouping_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
             for other in bases:  # a page changed by one field, beside every other kind's page
                 if type(other) is not kind:
                     yield {"layers.0": changed[0], "layers.1": other}
+    for aligned in _aligned_edges(domain):  # alignment padding that does not divide (SPEC-PAGE-2)
+        for other in bases:
+            if type(other) is not type(aligned):
+                yield {"layers.0": aligned, "layers.1": other}
+                yield {"layers.0": other, "layers.1": aligned}
     for first, second in kind_pairs(domain):
         if not (issubclass(type(first), type(second)) or issubclass(type(second), type(first))):
             continue
@@ -333,6 +338,19 @@ def grouping_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
             odd = _build_replace(second, {name: getattr(changed[0], name)}) if changed else None
             if odd is not None and getattr(odd, name) != getattr(first, name):
                 yield {"layers.0": first, "layers.1": odd}
+
+
+def _aligned_edges(domain: Domain) -> Iterator[KVCacheSpec]:
+    """Per kind with an ``alignment`` field: a small page padded by its alignment to a
+    size that divides few other pages (64-wide heads, float32, alignment 576)."""
+    for kind in domain.kinds:
+        if "alignment" not in {f.name for f in _settable(kind, domain)}:
+            continue
+        base = base_spec(kind, domain)
+        edge = _build_replace(base, {"head_size": 64, "dtype": KVDtype.FLOAT32, "alignment": 576}) \
+            if base is not None and _in_domain(KVDtype.FLOAT32, domain) else None
+        if edge is not None and getattr(edge, "page_size_padded", None) is not None:
+            yield edge
 
 
 def uniform_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:

@@ -64,7 +64,8 @@ class VllmEngine:
 
     name = "vllm"
     error_type: type[BaseException] = AssertionError
-    supports_empty_merge = False  # merge is a classmethod reached through specs[0]
+    supports_empty_merge = True
+    """merge is a classmethod: with no member, the base class's ``KVCacheSpec.merge([])``."""
 
     def __init__(self) -> None:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -235,7 +236,7 @@ class VllmEngine:
     # -- operations ---------------------------------------------------------
     def merge(self, objs: Sequence[Any]) -> Any:
         objs = list(objs)
-        return objs[0].merge(objs)
+        return (objs[0] if objs else self.interface.KVCacheSpec).merge(objs)
 
     def _require_planning(self) -> Any:
         if self.planning is None:
@@ -280,7 +281,7 @@ class VllmEngine:
         names = sorted({k.__name__ for k in kinds})
         lines = ["import os", 'os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")',
                  "import torch",
-                 f"from vllm.v1.kv_cache_interface import {', '.join(names)}"]
+                 f"from vllm.v1.kv_cache_interface import {', '.join(sorted({*names, 'KVCacheSpec'}))}"]
 
         def has_field(name: str) -> bool:
             return any(name in {f.name for f in dataclasses.fields(k)} for k in kinds)
@@ -318,7 +319,7 @@ class VllmEngine:
         return render_call(type(spec).__name__, spec, self._render_value, skip)
 
     def render_merge(self, specs_expr: str) -> str:
-        return f"{specs_expr}[0].merge({specs_expr})"
+        return f"({specs_expr}[0] if {specs_expr} else KVCacheSpec).merge({specs_expr})"
 
     def render_is_uniform(self, table_expr: str) -> str:
         return f"is_kv_cache_spec_uniform(dict({table_expr}))"

@@ -35,6 +35,7 @@ in a clause that has xfails: a known failure never hides a new one.
 from __future__ import annotations
 
 import dataclasses
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -119,3 +120,18 @@ def default_xfails(engine_name: str, engine_version: str) -> Path | None:
     """The bundled expectations file for this engine release, if there is one."""
     candidate = XFAILS_DIR / f"{engine_name}-{engine_version}.toml"
     return candidate if candidate.exists() else None
+
+
+def toml_value(value: object) -> str:
+    """``value`` (JSON data: a pinned witness) as a TOML inline value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")

@@ -259,7 +259,7 @@ def check_batch(
     out_tol, lse_tol = tolerance(batch, reference, arithmetic)
     try:
         produced = _run_backend(backend, batch)
-    except Exception as exc:  # a crashing backend fails every mode of the case
+    except Exception as exc:  # noqa: BLE001 - a crashing backend fails every mode of the case
         crash = f"backend {backend.name} raised {type(exc).__name__}: {exc}"
         failed = [_failed_record(batch, r, case_index, crash) for r in range(batch.num_requests)]
         return CaseResult(case_index, spec, tuple(failed))
@@ -352,7 +352,7 @@ def _padding_record(
     first_padding = batch.kinds.index(Kind.PADDING)
     try:
         unpadded = _run_backend(backend, batch.without_padding())
-    except Exception as exc:  # a crash without the padding fails NUM-PAD-1
+    except Exception as exc:  # noqa: BLE001 - a crash without the padding fails NUM-PAD-1
         failure = f"backend {backend.name} raised {type(exc).__name__} without the padding: {exc}"
         return _failed_record(batch, first_padding, case_index, failure)
     baseline = MLAResult(unpadded[0].to(torch.float64), unpadded[1].to(torch.float64))

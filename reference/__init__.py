@@ -25,6 +25,7 @@ from kvcontract.reference.merge import (
     GroupingError,
     IncompatibleSpecs,
     KVCacheGroup,
+    full_allocation_form,
     group_layers,
     is_uniform,
     merge,
@@ -64,7 +65,7 @@ __all__ = [
     "InvalidSpec", "KVCacheGroup", "KVCacheSpec", "KVDtype", "KVQuantMode", "MLAAttentionSpec",
     "MambaSpec", "MambaType", "RSWASpec", "Role", "SinkFullAttentionSpec", "SlidingWindowMLASpec",
     "SlidingWindowSpec", "SparseCacheRole", "group_layers", "is_uniform", "load_layer_table",
-    "is_advisory", "merge", "role_of", "rule_of", "spec_fields", "unify_page_sizes",
+    "full_allocation_form", "is_advisory", "merge", "role_of", "rule_of", "spec_fields", "unify_page_sizes",
     # runtime dispatch (spec chapter DISPATCH)
     "DispatchError", "InvalidRoutingRequest", "QueryLenSupport", "Routing", "RoutingRequest",
     "decode_threshold_of", "route",

@@ -13,12 +13,16 @@ from typing import Any, TypeVar
 from kvcontract.reference.roles import AnnotationRule, Role, role_of, rule_of
 from kvcontract.reference.specs import (
     AttentionSpec,
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
     HiSparseHotSpec,
     HiSparseResidentSpec,
     InvalidSpec,
     KVCacheSpec,
     MambaSpec,
     MLAAttentionSpec,
+    SlidingWindowMLASpec,
+    SlidingWindowSpec,
 )
 
 S = TypeVar("S", bound=KVCacheSpec)
@@ -46,7 +50,7 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-class IncompatibleSpecs(AssertionError):  # noqa: N818 - the contract's name
+class IncompatibleSpecs(AssertionError):
     """The specs cannot share a KV-cache group (ERROR-TYPE-1).
 
     A subclass of ``AssertionError``, so engines' grouping code that catches
@@ -202,7 +206,7 @@ def unify_page_sizes(specs_by_layer: Mapping[str, KVCacheSpec]) -> dict[str, KVC
             unified[name] = dataclasses.replace(spec, block_size=spec.block_size * (target // page))
         elif _may_pad(spec):
             try:
-                unified[name] = dataclasses.replace(spec, page_size_padded=target)
+                unified[name] = dataclasses.replace(spec, page_size_padded=target)  # type: ignore[call-arg]
             except InvalidSpec as exc:
                 raise GroupingError(f"layer {name!r}: cannot pad its page to {target} "
                                     f"bytes: {exc} (GROUP-PAGE-1)") from None
@@ -216,6 +220,30 @@ def unify_page_sizes(specs_by_layer: Mapping[str, KVCacheSpec]) -> dict[str, KVC
                 f"layer {name!r}: could not bring its page to {target} bytes (GROUP-PAGE-1)"
             )
     return unified
+
+
+def full_allocation_form(spec: KVCacheSpec) -> KVCacheSpec:
+    """The spec a local-attention layer gets when it is allocated as full attention
+    (GROUP-MERGED-1's fallback): a sliding-window layer becomes the full-attention
+    kind of its family with the window kept as the ``sliding_window`` annotation
+    (SlidingWindowMLASpec -> MLAAttentionSpec, SlidingWindowSpec ->
+    FullAttentionSpec), a chunked-local layer a FullAttentionSpec with
+    ``attention_chunk_size``. Fields the full kind lacks are dropped; other kinds
+    are returned unchanged.
+    """
+    if isinstance(spec, SlidingWindowMLASpec):
+        target: type[KVCacheSpec] = MLAAttentionSpec
+        extra: dict[str, Any] = {"sliding_window": spec.sliding_window}
+    elif isinstance(spec, SlidingWindowSpec):
+        target, extra = FullAttentionSpec, {"sliding_window": spec.sliding_window}
+    elif isinstance(spec, ChunkedLocalAttentionSpec):
+        target, extra = FullAttentionSpec, {"attention_chunk_size": spec.attention_chunk_size}
+    else:
+        return spec
+    names = {f.name for f in dataclasses.fields(target) if f.init}
+    values = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)
+              if f.name in names and f.name not in ("sliding_window", "attention_chunk_size")}
+    return target(**values, **extra)
 
 
 def group_layers(specs_by_layer: Mapping[str, KVCacheSpec]) -> list[KVCacheGroup]:

@@ -107,7 +107,7 @@ def _entry_model(kind: type[KVCacheSpec]) -> Any:
 
 
 def _spec_union() -> Any:
-    members = tuple(_entry_model(k) for k in SPEC_KINDS)
+    members = tuple(_entry_model(k) for k in SPEC_KINDS)  # type: ignore[arg-type]  # classes hash
     return Annotated[Union[members], pydantic.Field(discriminator="kind")]  # noqa: UP007
 
 

@@ -1,6 +1,7 @@
-"""Meta-tests of the conformance suite (chapter-independent): the reference passes
-every clause, vLLM 0.34.0's reviewed expectations hold, repro snippets reproduce,
-reports are well-formed, and the CLI fails cleanly on bad input."""
+"""Meta-tests of the conformance suite: every clause has a law, the reference passes,
+vLLM 0.34.0's reviewed expectations hold and a known failure never hides a new one,
+findings are keyed by signature and stable, snippets reproduce, reports are
+well-formed, misbehaving engines cannot take the kit down, and the CLI fails cleanly."""
 
 from __future__ import annotations
 
@@ -8,91 +9,195 @@ import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from kvcontract.conformance import runner
-from kvcontract.conformance.engine import EngineUnavailable, load_engine
-from kvcontract.conformance.laws import LAWS, Example, law, render_snippet
+from kvcontract.conformance.model import Example, Violation, render_snippet
+from kvcontract.conformance.registry import resolve_engine
 from kvcontract.conformance.report import Report, write_json, write_junit
-from kvcontract.conformance.xfails import default_xfails, load_xfails
+from kvcontract.conformance.strategies import FULL_DOMAIN
+from kvcontract.conformance.suite import DERIVED, LAWS, law
+from kvcontract.conformance.systematic import all_pairs
+from kvcontract.conformance.xfails import default_xfails, load_xfails, toml_value
 from kvcontract.spec import load_catalogue
 
+ROOT = Path(__file__).resolve().parent.parent
 
-def _vllm():
+
+def _vllm_available() -> bool:
     try:
-        return load_engine("vllm")
-    except EngineUnavailable as exc:
-        pytest.skip(f"vLLM is not installed here ({exc}); scripts/setup.sh installs it")
+        import vllm.v1.kv_cache_interface  # noqa: F401
+    except Exception:  # noqa: BLE001 - any import failure: not here
+        return False
+    return True
 
 
-def test_every_merge_uniform_group_clause_has_a_law():
-    """Each clause of chapters MERGE, ERROR, UNIFORM, GROUP, DISPATCH is checked on engines."""
-    covered = {law_.clause for law_ in LAWS} | set(runner.DERIVED)
+needs_vllm = pytest.mark.skipif(not _vllm_available(),
+                                reason="vLLM is not installed here; scripts/setup.sh installs it")
+
+
+def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kvcontract", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def _failing(report: Report) -> list[tuple[str, str, str, str]]:
+    return [(r.clause, r.mode, r.status, r.signature) for r in report.records
+            if r.status in ("fail", "xpass", "error")]
+
+
+# -- the suite's shape ------------------------------------------------------------------------
+
+
+def test_every_engine_checkable_clause_has_a_law():
+    covered = {law_.clause for law_ in LAWS} | set(DERIVED)
     wanted = {c.id for c in load_catalogue()
-              if c.prefix in ("MERGE", "ERROR", "UNIFORM", "GROUP", "DISPATCH")}
+              if c.prefix in ("MERGE", "ERROR", "UNIFORM", "GROUP", "DISPATCH")} | {"ROLE-COVER-1"}
     assert wanted == covered
 
 
-def test_reference_passes_every_clause_in_both_modes():
-    report = runner.run_check("reference", profile="quick")
-    bad = [(r.clause, r.mode, r.status, r.message) for r in report.records if r.status != "pass"
-           and (r.clause, r.mode, r.status) != ("ERROR-OPTIMIZE-1", "normal", "skip")]
-    assert bad == []
-    assert report.ok
-    assert set(report.modes) == {"normal", "optimized"}
+def test_every_law_has_a_systematic_phase_or_draws_at_quick():
+    for law_ in LAWS:
+        if law_.clause.startswith("DISPATCH"):
+            assert law_.systematic is None  # routing requests are drawn, 25 even at quick
+        else:
+            assert law_.systematic is not None or law_.engine_examples is not None, law_.clause
 
 
-def test_vllm_expectations_hold_in_both_modes():
-    engine = _vllm()
-    path = default_xfails(engine.name, engine.version)
-    if path is None:
-        pytest.skip(f"no expectations file for vllm {engine.version}")
-    report = runner.run_check("vllm", profile="quick", xfails=str(path))
-    assert report.ok, [(r.clause, r.mode, r.status, r.message) for r in report.records
-                       if r.status in ("fail", "xpass", "error")]
-    statuses = {(r.clause, r.mode): r.status for r in report.records}
-    # The seed's case: FullAttentionSpec.merge under -O merges disagreeing block sizes.
-    assert statuses[("ERROR-DETECT-1", "optimized")] == "xfail"
-    assert statuses[("ERROR-OPTIMIZE-1", "optimized")] == "xfail"
+# -- the reference --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("clause", "mode"), [("ERROR-DETECT-1", "optimized"),
-                                              ("MERGE-IDENTITY-1", "normal"),
-                                              ("UNIFORM-NORAISE-1", "normal")])
-def test_vllm_repro_snippets_reproduce(clause, mode, tmp_path):
-    """Every failure comes with a snippet that reproduces it when run."""
-    _vllm()
-    flags = ["-O"] if mode == "optimized" else []
-    # The witness is replayed in the interpreter of its mode, which renders the snippet.
-    render = (
-        "import sys\n"
-        "from kvcontract.conformance import runner\n"
-        "from kvcontract.conformance.engine import load_engine\n"
-        "from kvcontract.conformance.laws import law, render_snippet\n"
-        "from kvcontract.conformance.xfails import default_xfails, load_xfails\n"
-        "engine = load_engine('vllm')\n"
-        f"expected = load_xfails(default_xfails('vllm', engine.version)).get({clause!r}, {mode!r})\n"
-        f"v = runner._run_witness(engine, law({clause!r}), expected.witness)\n"
-        "sys.exit('witness passed') if v is None else None\n"
-        f"print(render_snippet(engine, law({clause!r}), v.example, v, bool(sys.flags.optimize)))\n"
-    )
-    rendered = subprocess.run([sys.executable, *flags, "-c", render], capture_output=True, text=True,
-                              timeout=300)
-    assert rendered.returncode == 0, rendered.stderr
-    script = tmp_path / "repro.py"
-    script.write_text(rendered.stdout)
-    result = subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True, timeout=300)
-    assert result.returncode != 0 and f"VIOLATION of {clause}" in result.stderr, result.stdout + result.stderr
+@pytest.fixture(scope="module")
+def reference_report() -> Report:
+    return runner.run_check("reference", profile="quick")
 
 
-def test_reference_snippet_passes(tmp_path):
-    """The same snippet machinery reports no violation for the reference."""
-    engine = load_engine("reference")
-    witness = load_xfails(default_xfails("vllm", "0.34.0")).get("ERROR-DETECT-1", "optimized").witness
-    example = Example.from_json(witness)
-    from kvcontract.conformance.laws import Violation
+def test_reference_passes_every_clause_in_both_modes(reference_report):
+    assert _failing(reference_report) == []
+    assert reference_report.ok and set(reference_report.modes) == {"normal", "optimized"}
 
+
+def test_systematic_phase_exercises_every_kind_and_field(reference_report):
+    """Issue 10: no (kind, field) pair of the contract is left unexercised."""
+    exercised = {tuple(k.split(".", 1)) for k in reference_report.coverage}
+    assert all_pairs(FULL_DOMAIN) - exercised == set()
+    runs = {(r.clause, r.mode): r for r in reference_report.clauses}
+    assert runs[("ERROR-DETECT-1", "normal")].covered_pairs > 0
+    assert runs[("ERROR-DETECT-1", "normal")].total_pairs == len(all_pairs(FULL_DOMAIN))
+
+
+def test_normal_and_optimized_passes_draw_the_same_examples(reference_report):
+    by_mode: dict[str, dict[str, int]] = {}
+    for run in reference_report.clauses:
+        by_mode.setdefault(run.mode, {})[run.clause] = run.examples
+    assert by_mode["normal"] == by_mode["optimized"]
+
+
+# -- findings keyed by signature, expectations -------------------------------------------------------
+
+
+def test_mutant_findings_carry_signatures_that_name_kind_and_field():
+    report = runner.run_check("mutant:drops-capability", profile="quick", optimize="off",
+                              clauses=["MERGE-UNION-1"])
+    sigs = {r.signature for r in report.records if r.status == "fail"}
+    assert sigs and all(s.startswith("capability-not-unioned:") for s in sigs)
+    assert any(s.endswith(":non_causal_multi_token_decode") for s in sigs)
+    assert any(s.endswith(":non_causal") for s in sigs)
+
+
+def _xfails_file(tmp_path: Path, clause: str, signature: str, witness: dict) -> Path:
+    path = tmp_path / "x.toml"
+    path.write_text(f'engine = "test"\nversion = "0"\n[[xfail]]\nclause = "{clause}"\nmode = "normal"\n'
+                    f'reason = "pretend"\nsignature = "{signature}"\nwitness = {toml_value(witness)}\n')
+    return path
+
+
+def test_xfail_whose_witness_passes_is_xpass(tmp_path):
+    witness = Example(specs=()).to_json() | {"specs": [
+        {"kind": "FullAttentionSpec", "block_size": 16, "num_kv_heads": 1, "head_size": 64, "dtype": "bfloat16"},
+        {"kind": "FullAttentionSpec", "block_size": 32, "num_kv_heads": 1, "head_size": 64, "dtype": "bfloat16"}],
+        "field": "block_size"}
+    path = _xfails_file(tmp_path, "ERROR-DETECT-1", "accepted:FullAttentionSpec:block_size", witness)
+    report = runner.run_check("reference", profile="quick", xfails=str(path), clauses=["ERROR-DETECT-1"],
+                              optimize="off")
+    assert [r.status for r in report.records] == ["xpass"]
+    assert not report.ok
+
+
+def test_a_known_failure_never_hides_a_new_one(tmp_path):
+    """An xfail for one signature of a clause; a second defect in the same clause still fails."""
+    first = runner.run_check("mutant:drops-capability", profile="quick", optimize="off",
+                             clauses=["MERGE-UNION-1"], xfails=None)
+    found = sorted((r for r in first.records if r.status == "fail"), key=lambda r: r.signature)
+    assert len(found) >= 2
+    path = _xfails_file(tmp_path, "MERGE-UNION-1", found[0].signature, found[0].witness or {})
+    second = runner.run_check("mutant:drops-capability", profile="quick", optimize="off",
+                              clauses=["MERGE-UNION-1"], xfails=str(path))
+    statuses = {r.signature: r.status for r in second.records}
+    assert statuses[found[0].signature] == "xfail"
+    assert statuses[found[1].signature] == "fail" and not second.ok
+
+
+def test_kit_errors_are_error_records_not_findings():
+    report = runner.run_check("tests.engines.misbehaving:broken_adapter", profile="quick", optimize="off",
+                              clauses=["MERGE-IDENTITY-1"])
+    statuses = {r.status for r in report.records}
+    assert statuses == {"error"}
+    (record,) = report.records
+    assert "cannot build a MambaSpec" in record.message and record.signature.startswith("kit-error:")
+
+
+# -- supervised workers -------------------------------------------------------------------------------
+
+
+def test_a_hanging_engine_becomes_an_error_and_the_run_goes_on(tmp_path):
+    result = _cli("check", "--engine", "tests.engines.misbehaving:hanging", "--profile", "quick", "--quiet",
+                  "--clauses", "MERGE-ORDER-1,ERROR-DETECT-1", "--example-timeout", "3",
+                  "--json", str(tmp_path / "r.json"), timeout=300)
+    assert result.returncode == 1, result.stderr
+    report = Report.model_validate_json((tmp_path / "r.json").read_text())
+    order = [r for r in report.records if r.clause == "MERGE-ORDER-1"]
+    assert {r.status for r in order} == {"error"} and len(order) == 2
+    assert all("no progress for 3s" in r.message and '"specs"' in r.message for r in order)
+    assert {r.status for r in report.records if r.clause == "ERROR-DETECT-1"} == {"pass"}
+
+
+def test_an_aborting_engine_becomes_an_error_and_the_run_goes_on(tmp_path):
+    result = _cli("check", "--engine", "tests.engines.misbehaving:aborting", "--profile", "quick", "--quiet",
+                  "--clauses", "MERGE-KIND-1,UNIFORM-EMPTY-1", "--optimize", "off",
+                  "--json", str(tmp_path / "r.json"), timeout=300)
+    assert result.returncode == 1, result.stderr
+    report = Report.model_validate_json((tmp_path / "r.json").read_text())
+    kind = [r for r in report.records if r.clause == "MERGE-KIND-1"]
+    assert [r.status for r in kind] == ["error"] and "SIGABRT" in kind[0].message
+    assert "MLAAttentionSpec" in kind[0].message  # the example being run
+    assert [r.status for r in report.records if r.clause == "UNIFORM-EMPTY-1"] == ["pass"]
+
+
+# -- reports ---------------------------------------------------------------------------------------------
+
+
+def test_reports_are_well_formed_and_readable(tmp_path):
+    report = runner.run_check("mutant:drops-capability", profile="quick", optimize="off",
+                              clauses=["MERGE-UNION-1"])
+    write_json(report, tmp_path / "r.json")
+    assert (tmp_path / "r.json").stat().st_mode & 0o044  # readable like any output
+    loaded = Report.model_validate_json((tmp_path / "r.json").read_text())
+    assert loaded.schema_version == "2" and loaded.kind == "check"
+    assert {r.clause for r in loaded.records} == {"MERGE-UNION-1"}
+    write_junit(report, tmp_path / "r.xml")
+    suites = ET.parse(tmp_path / "r.xml").getroot()
+    assert int(suites[0].get("failures")) == sum(r.status == "fail" for r in report.records)
+
+
+def test_reference_snippet_machinery_passes_for_the_reference(tmp_path):
+    engine = resolve_engine("reference")
+    example = Example.from_json({"specs": [
+        {"kind": "FullAttentionSpec", "block_size": 16, "num_kv_heads": 1, "head_size": 64, "dtype": "bfloat16"},
+        {"kind": "FullAttentionSpec", "block_size": 32, "num_kv_heads": 1, "head_size": 64, "dtype": "bfloat16"}],
+        "field": "block_size"})
     snippet = render_snippet(engine, law("ERROR-DETECT-1"), example,
                              Violation("probe", "try:\n    merged = MERGE(specs)\nexcept AssertionError:\n"
                                        "    print('rejected')\nelse:\n    raise SystemExit('VIOLATION')"), True)
@@ -102,36 +207,104 @@ def test_reference_snippet_passes(tmp_path):
     assert result.returncode == 0 and "rejected" in result.stdout, result.stderr
 
 
-def test_xfail_whose_witness_passes_is_xpass(tmp_path):
-    witness = load_xfails(default_xfails("vllm", "0.34.0")).get("ERROR-DETECT-1", "optimized").witness
-    path = tmp_path / "x.toml"
-    path.write_text('engine = "reference"\nversion = "0"\n[[xfail]]\nclause = "ERROR-DETECT-1"\n'
-                    f'mode = "both"\nreason = "pretend"\nwitness = {json.dumps(witness)}\n'.replace('": ', '" = '))
-    report = runner.run_check("reference", profile="quick", xfails=str(path),
-                              clauses=["ERROR-DETECT-1"], optimize="off")
-    assert [r.status for r in report.records if r.clause == "ERROR-DETECT-1"] == ["xpass"]
-    assert not report.ok
+# -- vLLM 0.34.0 --------------------------------------------------------------------------------------------
 
 
-def test_reports_are_well_formed(tmp_path):
-    report = runner.run_check("reference", profile="quick", optimize="off", clauses=["MERGE-UNION-1"])
-    write_json(report, tmp_path / "r.json")
-    loaded = Report.model_validate_json((tmp_path / "r.json").read_text())
-    assert loaded.schema_version == "1" and loaded.records[0].clause == "MERGE-UNION-1"
-    write_junit(report, tmp_path / "r.xml")
-    suites = ET.parse(tmp_path / "r.xml").getroot()
-    assert suites[0].get("tests") == "1"
+@pytest.fixture(scope="module")
+def vllm_report() -> Report:
+    if not _vllm_available():
+        pytest.skip("vLLM is not installed here; scripts/setup.sh installs it")
+    return runner.run_check("vllm", profile="quick", use_default_xfails=True)
 
 
-def test_hung_optimized_pass_is_an_error_not_a_crash():
-    records = runner._optimized_pass("reference", "quick", 0, None, ["MERGE-UNION-1"], 0.01, None)
-    assert [(r.clause, r.status) for r in records] == [("MERGE-UNION-1", "error")]
-    assert "did not finish" in records[0].message
+@needs_vllm
+@pytest.mark.vllm
+def test_vllm_expectations_hold_in_both_modes(vllm_report):
+    assert vllm_report.ok, _failing(vllm_report)[:20]
+    sigs = {(r.clause, r.mode, r.signature): r.status for r in vllm_report.records}
+    # The seed's case: FullAttentionSpec.merge under -O merges disagreeing block sizes.
+    assert sigs[("ERROR-DETECT-1", "optimized", "accepted:FullAttentionSpec:block_size")] == "xfail"
+    assert sigs[("ERROR-OPTIMIZE-1", "optimized",
+                  "optimized-only:ERROR-DETECT-1:accepted:FullAttentionSpec:block_size")] == "xfail"
+    assert sigs[("ERROR-DETECT-1", "normal", "accepted:SlidingWindowMLASpec:block_size")] == "xfail"
+    assert sigs[("MERGE-UNION-1", "normal", "capability-not-unioned:MLAAttentionSpec:non_causal")] == "xfail"
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "kvcontract.cli", *args],
-                          capture_output=True, text=True, timeout=600)
+@needs_vllm
+@pytest.mark.vllm
+def test_the_seeds_regression_is_found_despite_the_bundled_expectations(tmp_path):
+    """Issue 10: the regression the project was born from, patched back into 0.34.0."""
+    result = _cli("check", "--engine", "tests.engines.seed_regression:factory", "--profile", "quick",
+                  "--quiet", "--clauses", "MERGE-UNION-1,GROUP-UNION-1", "--xfails",
+                  str(default_xfails("vllm", "0.34.0")), "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    report = Report.model_validate_json((tmp_path / "r.json").read_text())
+    new = [r for r in report.records if r.status == "fail"]
+    assert new and all("non_causal_multi_token_decode" in r.signature for r in new)
+    assert {r.status for r in report.records if r.signature.endswith(":non_causal")} == {"xfail"}
+
+
+@needs_vllm
+@pytest.mark.vllm
+def test_a_field_the_engine_adds_fails_the_drift_guard(tmp_path):
+    """Issue 11: a field added to a vLLM spec class is named by ROLE-COVER-1."""
+    result = _cli("check", "--engine", "tests.engines.added_field:factory", "--profile", "quick", "--quiet",
+                  "--clauses", "ROLE-COVER-1", "--optimize", "off", "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 1
+    report = Report.model_validate_json((tmp_path / "r.json").read_text())
+    sigs = {r.signature for r in report.records if r.status == "fail"}
+    assert "unclassified:FullAttentionSpec:lookahead_tokens" in sigs
+    assert "role-free-changed:FullAttentionSpec:lookahead_tokens" in sigs  # the merge drops it
+
+
+@needs_vllm
+@pytest.mark.vllm
+def test_quiet_check_prints_only_the_kits_own_lines():
+    result = _cli("check", "--engine", "vllm", "--profile", "quick", "--quiet", "--clauses",
+                  "UNIFORM-EMPTY-1,GROUP-SHARE-1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith("kvcontract check: vllm")
+    for noise in ("INFO", "WARNING", "padding layers", "vllm._C"):
+        assert noise not in result.stdout
+
+
+@needs_vllm
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_every_snippet_of_a_vllm_run_runs_standalone_and_ends_in_violation(vllm_report, tmp_path):
+    """Issue 10: each snippet compiles; one per clause x mode x outcome runs in its own
+    interpreter (the mode's) and ends in a VIOLATION line."""
+    failing = [r for r in vllm_report.records if r.status in ("fail", "xfail") and r.snippet]
+    for r in failing:
+        compile(r.snippet, f"{r.clause}-{r.signature}", "exec")
+    chosen: dict[tuple[str, str, str], object] = {}
+    for r in failing:
+        chosen.setdefault((r.clause, r.mode, r.signature.split(":")[0]), r)
+    procs = []
+    for i, r in enumerate(chosen.values()):
+        script = tmp_path / f"repro{i}.py"
+        script.write_text(r.snippet)  # type: ignore[attr-defined]
+        flags = ["-O"] if r.mode == "optimized" else []  # type: ignore[attr-defined]
+        procs.append((r, [sys.executable, *flags, str(script)]))
+    bad = []
+    for r, cmd in procs:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        last = (out.stderr.strip().splitlines() or [""])[-1]
+        if out.returncode == 0 or "VIOLATION" not in last:
+            bad.append((r.clause, r.mode, r.signature, last[-200:]))  # type: ignore[attr-defined]
+    assert bad == []
+
+
+def test_bundled_expectations_name_only_signatures_a_run_can_produce():
+    path = default_xfails("vllm", "0.34.0")
+    assert path is not None
+    expectations = load_xfails(path)
+    assert expectations.entries
+    assert all(e.signature and e.witness for e in expectations.entries)
+
+
+# -- command line -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("args", [
@@ -139,12 +312,23 @@ def _cli(*args):
     ("check", "--engine", "reference", "--profile", "huge"),
     ("check", "--engine", "reference", "--xfails", "/nonexistent.toml"),
     ("check", "--engine", "reference", "--clauses", "NOPE-1"),
+    ("check", "--engine", "reference", "--clause-timeout", "0"),
     ("frobnicate",),
 ])
 def test_cli_usage_errors_are_one_line_exit_2(args):
     result = _cli(*args)
-    assert result.returncode == 2
+    assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_every_check_option_is_documented():
+    result = _cli("check", "--help")
+    options = [line.split()[0] for line in result.stdout.splitlines() if line.strip().startswith("--")]
+    assert len(options) >= 12
+    text = result.stdout
+    for option in ("--profile", "--optimize", "--json", "--junit", "--seed", "--clause-timeout"):
+        after = text.split(option, 1)[1].split("\n  --", 1)[0]
+        assert len(after.strip()) > 10, option
 
 
 def test_cli_check_third_party_engine(tmp_path):
