@@ -379,5 +379,7 @@ def exercised(specs: list[KVCacheSpec]) -> set[tuple[str, str]]:
 
 
 def all_pairs(domain: Domain) -> set[tuple[str, str]]:
-    """Every (kind, field) of the domain (pinned fields excluded)."""
-    return {(k.__name__, f.name) for k in domain.kinds for f in _settable(k, domain)}
+    """Every (kind, field) of the domain that can vary: pinned fields and fields a
+    kind fixes to one value (an MLA cache's single latent head) are left out."""
+    return {(k.__name__, f.name) for k in domain.kinds for f in _settable(k, domain)
+            if len(_kind_values(k, f.name) or (0, 1)) > 1}

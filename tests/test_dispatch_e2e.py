@@ -13,15 +13,14 @@ decode threshold for a capable group must fail here numerically.
 from __future__ import annotations
 
 import warnings
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvcontract.conformance.dispatch import GroupSetting, RoutedBackend, router_for
-from kvcontract.conformance.dispatch_mutants import DISPATCH_MUTANTS
+from kvcontract.conformance.mutants import MUTANTS
 from kvcontract.kernels import CaseSpec, Kind, RequestSpec, build_batch, check_batch, get_backend
+from kvcontract.kernels.routed import GroupSetting, RoutedBackend
 from kvcontract.kernels.vllm_triton import BackendUnavailable, load_kernels
 from kvcontract.reference import QueryLenSupport, route
 
@@ -38,7 +37,7 @@ PRE_FIX = GroupSetting(capability=True, backend_non_causal=True, decode_threshol
 TRITON_034 = GroupSetting(capability=True, backend_non_causal=True, decode_threshold=4,
                           query_len_support=QueryLenSupport.UNIFORM)
 """The same group on vLLM 0.34.0's TritonMLAMetadataBuilder (UNIFORM, non-causal support)."""
-THRESHOLD_MUTANT = DISPATCH_MUTANTS["dispatch-capability-threshold"]().route
+THRESHOLD_MUTANT = MUTANTS["dispatch-capability-threshold"]().route
 
 
 def _spec(*requests: tuple[Kind, int, int], seed: int = 0) -> CaseSpec:
@@ -76,7 +75,9 @@ def test_reference_routing_on_vllm_kernels_matches_the_ground_truth(setting, spe
 @pytest.mark.parametrize("setting", [PRE_FIX, TRITON_034], ids=["single-only", "uniform"])
 def test_vllm_router_on_vllm_kernels_matches_the_ground_truth(setting):
     try:
-        router = router_for(SimpleNamespace(name="vllm"))
+        from kvcontract.conformance.vllm_dispatch import VllmRouter
+
+        router = VllmRouter().route
     except Exception as exc:  # noqa: BLE001 - no builder here: skip, with the cause
         pytest.skip(f"vLLM's MLA metadata builder cannot be built here: {exc}")
     for spec in (MIXED, NO_SINGLE_DECODE):

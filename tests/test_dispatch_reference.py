@@ -12,16 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcontract.conformance.dispatch import needs_router, router_for
-from kvcontract.conformance.dispatch_laws import (
-    DISPATCH_LAWS,
-    DispatchExample,
-    DispatchLaw,
-    dispatch_law,
-    run_dispatch_law,
-)
-from kvcontract.conformance.dispatch_mutants import DISPATCH_MUTANTS, load_dispatch_mutant
+from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS, DispatchExample
 from kvcontract.conformance.engine import load_engine
+from kvcontract.conformance.mutants import MUTANTS, load_mutant
 from kvcontract.conformance.runner import run_law
+from kvcontract.conformance.suite import law as dispatch_law
 from kvcontract.reference import (
     DispatchError,
     InvalidRoutingRequest,
@@ -32,6 +27,14 @@ from kvcontract.reference import (
     route,
 )
 from kvcontract.spec import SPEC_DIR, parse_spec_md
+
+DISPATCH_MUTANTS = {k: v for k, v in MUTANTS.items() if k.startswith("dispatch-")}
+
+
+def run_dispatch_law(engine, law, profile, seed):  # type: ignore[no-untyped-def]
+    """The law's one record: its first finding, else its pass or skip."""
+    records, _run = run_law(engine, law, profile, seed, None)
+    return next((r for r in records if r.status == "fail"), records[0])
 
 U, S, V = QueryLenSupport.UNIFORM, QueryLenSupport.SINGLE_ONLY, QueryLenSupport.VARLEN
 
@@ -154,7 +157,7 @@ def test_dispatch_laws_cover_every_clause_of_the_draft():
     draft = merged or parse_spec_md((SPEC_DIR / "dispatch-draft.md").read_text())
     assert [c.id for c in draft] == [law.clause for law in DISPATCH_LAWS]
     assert all(c.level == "MUST" for c in draft)
-    assert all(isinstance(law, DispatchLaw) and law.title and law.level == "MUST" for law in DISPATCH_LAWS)
+    assert all(law.example_type is DispatchExample and law.title and law.level == "MUST" for law in DISPATCH_LAWS)
 
 
 def test_the_reference_engine_passes_every_dispatch_law():
@@ -167,20 +170,23 @@ def test_the_reference_engine_passes_every_dispatch_law():
 
 
 def test_an_engine_without_a_router_skips_with_a_reason():
-    engine = SimpleNamespace(name="third-party", version="1")
+    engine = SimpleNamespace(name="third-party", version="1", unsupported_kinds=dict,
+                             unsupported_fields=lambda _kind: {})
     assert "no router" in (needs_router(engine) or "")
-    record = run_law(engine, DISPATCH_LAWS[0], "quick", 0, None)  # type: ignore[arg-type]
+    record = run_dispatch_law(engine, DISPATCH_LAWS[0], "quick", 0)
     assert record.status == "skip" and "no router" in (record.message or "")
 
 
-def test_a_third_party_route_method_is_used():
-    engine = SimpleNamespace(name="third-party", route=route)
+def test_a_third_party_router_is_used():
+    """An adapter implements the RoutingEngine protocol: router(), router_unavailable(), router_source()."""
+    engine = SimpleNamespace(name="third-party", router=lambda: route, router_unavailable=lambda: "",
+                             router_source=lambda: ["from kvcontract.reference import route as ROUTE"])
     assert router_for(engine) is route and needs_router(engine) is None
 
 
 @pytest.mark.parametrize("key", list(DISPATCH_MUTANTS))
 def test_every_dispatch_mutant_is_killed_by_a_clause_it_violates(key, tmp_path):  # type: ignore[no-untyped-def]
-    mutant = load_dispatch_mutant(f"mutant:{key}")
+    mutant = load_mutant(f"mutant:{key}")
     cls = DISPATCH_MUTANTS[key]
     assert mutant.name == f"mutant:{key}" and cls.description and "\n" not in cls.description
     assert set(cls.expected_clauses) <= {law.clause for law in DISPATCH_LAWS}
@@ -202,7 +208,7 @@ def test_every_dispatch_mutant_is_killed_by_a_clause_it_violates(key, tmp_path):
 
 
 def test_the_threshold_mutant_imitates_the_engine_commit_and_shrinks_to_a_small_repro():
-    record = run_dispatch_law(load_dispatch_mutant("dispatch-capability-threshold"),
+    record = run_dispatch_law(load_mutant("dispatch-capability-threshold"),
                               dispatch_law("DISPATCH-CAUSAL-1"), "default", 0)
     assert record.status == "fail"
     request = DispatchExample.from_json(record.witness).request

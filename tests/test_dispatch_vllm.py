@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 
 from kvcontract.conformance.dispatch import router_for
-from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS, run_dispatch_law
+from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS
 from kvcontract.conformance.engine import EngineUnavailable, load_engine
+from kvcontract.conformance.runner import run_law
 from kvcontract.reference import QueryLenSupport, RoutingRequest, route
 
 
@@ -51,8 +51,8 @@ def _req(lens, *, causal=True, cap=True, backend=True, threshold=4,  # type: ign
 def test_vllm_passes_every_dispatch_law(vllm_engine):
     assert router_for(vllm_engine) is not None
     for law in DISPATCH_LAWS:
-        record = run_dispatch_law(vllm_engine, law, "default", 0)
-        assert record.status == "pass", (law.clause, record.message, record.snippet)
+        records, _run = run_law(vllm_engine, law, "default", 0, None)
+        assert [r.status for r in records] == ["pass"], (law.clause, [r.message for r in records])
 
 
 def test_vllm_reproduces_its_own_unit_test_cases(vllm_router):
@@ -105,15 +105,19 @@ def test_vllm_agrees_with_the_reference_on_a_grid(vllm_router):
 def test_vllm_dispatch_laws_hold_under_python_O(vllm_engine):
     """The refusals are explicit raises in vLLM's builder, so they survive ``python -O``."""
     code = ("from kvcontract.conformance.engine import load_engine\n"
-            "from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS, run_dispatch_law\n"
+            "from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS\n"
+            "from kvcontract.conformance.runner import run_law\n"
             "engine = load_engine('vllm')\n"
             "bad = [(l.clause, r.message) for l in DISPATCH_LAWS\n"
-            "       for r in [run_dispatch_law(engine, l, 'quick', 0)] if r.status != 'pass']\n"
+            "       for r in run_law(engine, l, 'quick', 0, None)[0] if r.status != 'pass']\n"
             "print('bad', bad)\nraise SystemExit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, timeout=300,
                           env={**__import__("os").environ, "VLLM_LOGGING_LEVEL": "ERROR"})
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
 
 
-def test_router_for_knows_vllm_by_name(vllm_router):
-    assert router_for(SimpleNamespace(name="vllm")) is not None
+def test_the_vllm_adapter_implements_the_routing_protocol(vllm_engine):
+    from kvcontract.conformance.engine import RoutingEngine
+
+    assert isinstance(vllm_engine, RoutingEngine) and router_for(vllm_engine) is not None
+    assert any("VllmRouter" in line for line in vllm_engine.router_source())

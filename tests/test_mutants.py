@@ -19,8 +19,10 @@ import pytest
 
 import kvcontract
 from kvcontract.conformance import mutants_cli
-from kvcontract.conformance.engine import Engine, UnknownEngine, load_engine
-from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, MutantsReport, load_mutant
+from kvcontract.conformance.engine import Engine, UnknownEngine
+from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
+from kvcontract.conformance.mutants_cli import ModeOutcome, MutantResult, MutantsReport
+from kvcontract.conformance.registry import resolve_engine as load_engine
 from kvcontract.spec import load_catalogue
 from kvcontract.usage import UsageError
 
@@ -130,24 +132,23 @@ def test_cli_writes_json_and_exits_0_when_all_die(tmp_path, capsys):
     loaded = MutantsReport.model_validate_json(path.read_text())
     assert [m.mutant for m in loaded.mutants] == ["drops-annotation", "inverted-table"]
     assert loaded.modes == ["normal", "optimized"] and loaded.control.verdict == "survived"
-    assert json.loads(path.read_text())["schema_version"] == "1"
+    assert json.loads(path.read_text())["schema_version"] == "2"
+    assert json.loads(path.read_text())["kind"] == "mutants"
     assert "drops-annotation" in out and "MERGE-IDENTITY-1" in out
 
 
-class _EquivalentMutant(MUTANTS["drops-annotation"].__mro__[1]):  # a Mutant with no defect
-    """An equivalent mutant: the reference itself, so no clause can kill it."""
-
-    key = "equivalent"
-    name = "mutant:equivalent"
-    description = "no defect at all (the reference under another name)"
-    imitates = ""
-    expected_clauses = ()
-    gap = "an equivalent mutant has no defect to find"
-
-
 def test_cli_exits_1_when_a_mutant_survives(capsys, monkeypatch):
-    monkeypatch.setitem(KNOWN_SURVIVORS, "equivalent", _EquivalentMutant)
-    assert mutants_cli.run(_args(mutants="equivalent", profile="quick", optimize="off")) == 1
+    """A survivor fails the run (the hunt itself is the fixture's; here the verdict)."""
+    survivor = MutantResult(mutant="equivalent", engine="mutant:equivalent",
+                            description="no defect at all", imitates="", expected_clauses=["MERGE-UNION-1"],
+                            verdict="survived", killed_by=[], killed_in=[], seconds=None,
+                            outcomes=[ModeOutcome(mode="normal", status="survived")])
+    control = survivor.model_copy(update={"mutant": "reference", "engine": "reference"})
+    fake = MutantsReport(kit_version="0", engine="mutant catalogue", engine_version="0", profile="quick",
+                         seed=0, modes=["normal"], exhaustive=False, mutants=[survivor], control=control,
+                         seconds=0.0)
+    monkeypatch.setattr(mutants_cli, "run_mutants", lambda *a, **k: fake)
+    assert mutants_cli.run(_args(mutants="drops-annotation", profile="quick", optimize="off")) == 1
     out = capsys.readouterr().out
     assert "SURVIVED" in out
 
@@ -157,7 +158,7 @@ def test_unknown_mutant_is_a_usage_error():
         mutants_cli.run(_args(mutants="no-such-mutant"))
     with pytest.raises(UnknownEngine, match="bare-assert"):
         load_engine("mutant:no-such-mutant")
-    result = subprocess.run([sys.executable, "-m", "kvcontract.conformance.mutants_cli",
+    result = subprocess.run([sys.executable, "-m", "kvcontract", "mutants",
                              "--mutants", "no-such-mutant"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

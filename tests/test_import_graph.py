@@ -1,0 +1,144 @@
+"""The package's import graph (issue 12): no cycle, no edge between ``kernels`` and
+``conformance``, the mutant catalogue reached only through the command lines.
+
+Every ``import``/``from ... import`` of a ``kvcontract`` module counts, also inside a
+function (a deferred import is still a dependency); imports under
+``if TYPE_CHECKING:`` do not (they never run).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIRS = {"kvcontract": ROOT, "kvcontract.spec": ROOT / "spec", "kvcontract.reference": ROOT / "reference",
+                "kvcontract.conformance": ROOT / "conformance", "kvcontract.kernels": ROOT / "kernels"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in sorted(folder.glob("*.py")):
+            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
+            found[name] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    tree = ast.parse(path.read_text())
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            skipped |= {id(n) for child in node.body for n in ast.walk(child)}
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name:
+                out.add(name)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    names = set(modules)
+    return {m: _imports(p, names) - {m} for m, p in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _package_edges(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Edges between modules, leaving out each package's ``__init__`` re-exporting its own modules."""
+    return {(a, b) for a, deps in graph.items() for b in deps}
+
+
+def test_the_graph_sees_every_subpackage():
+    graph = _graph()
+    assert {"kvcontract.cli", "kvcontract.reference.merge", "kvcontract.conformance.runner",
+            "kvcontract.kernels.harness", "kvcontract.spec"} <= set(graph)
+
+
+def test_no_import_cycle():
+    graph = _graph()
+    # A package's __init__ importing its own modules is not a cycle of design; drop those edges.
+    pruned = {m: {d for d in deps if not (d.startswith(m + ".") and m in PACKAGE_DIRS)}
+              for m, deps in graph.items()}
+    assert _cycles(pruned) == []
+
+
+def test_no_edge_between_kernels_and_conformance():
+    edges = _package_edges(_graph())
+    crossing = [(a, b) for a, b in edges
+                if (a.startswith("kvcontract.kernels") and b.startswith("kvcontract.conformance"))
+                or (a.startswith("kvcontract.conformance") and b.startswith("kvcontract.kernels"))]
+    assert crossing == []
+
+
+def test_only_command_lines_and_workers_reach_the_mutant_catalogue():
+    graph = _graph()
+    importers = {m for m, deps in graph.items()
+                 if deps & {"kvcontract.conformance.registry", "kvcontract.conformance.mutants"}}
+    allowed = {"kvcontract.conformance.registry", "kvcontract.conformance.mutants_cli",
+               "kvcontract.conformance.symbolic_cli", "kvcontract.conformance.runner",
+               "kvcontract.conformance.symbolic", "kvcontract.conformance.pytest_plugin",
+               "kvcontract.conformance.coverage_cli", "kvcontract.conformance.check_cli"}
+    assert importers <= allowed, importers - allowed
+    judging = {"kvcontract.conformance.laws", "kvcontract.conformance.model", "kvcontract.conformance.suite",
+               "kvcontract.conformance.systematic", "kvcontract.conformance.strategies",
+               "kvcontract.conformance.dispatch_laws", "kvcontract.conformance.engine"}
+    assert not (judging & importers)
+
+
+def test_usage_errors_live_in_a_module_that_imports_nothing_of_the_kit():
+    assert _graph()["kvcontract.usage"] == set()
