@@ -8,6 +8,7 @@ Exit codes: 0 nothing failed, 1 a finding (or an error, or an incomplete run),
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import Any
 
@@ -61,6 +62,10 @@ def _list(value: str | None) -> list[str] | None:
     return items
 
 
+def _interrupted(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
     if ":" not in args.engine:
         from kvcontract.conformance.registry import all_engine_names
@@ -89,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         except XfailsError as exc:
             raise UsageError(str(exc)) from None
     budget = args.budget if args.budget is not None or args.iterations is not None else DEFAULT_BUDGET_S
+    signal.signal(signal.SIGTERM, _interrupted)  # a stopped run closes its workers, keeps its report
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
         report = run_symbolic(args.engine, budget_s=budget, iterations=args.iterations, optimize=args.optimize,
@@ -97,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
                               json_path=args.json, progress=progress)
     except SearchError as exc:
         raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        print("stopped: the report written so far is kept (complete: false)", file=sys.stderr)
+        return 130
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
