@@ -187,8 +187,9 @@ class KindBlocks:
 
 def _replace(spec: KVCacheSpec, changes: dict[str, Any]) -> KVCacheSpec | None:
     if "shapes" in changes and "dtypes" not in changes:
-        changes = {**changes, "dtypes": tuple(spec.dtypes[0] if getattr(spec, "dtypes", ()) else
-                                              reference.KVDtype.BFLOAT16 for _ in changes["shapes"])}
+        current = getattr(spec, "dtypes", ())
+        first = current[0] if current else reference.KVDtype.BFLOAT16
+        changes = {**changes, "dtypes": tuple(first for _ in changes["shapes"])}
     try:
         out = dataclasses.replace(spec, **changes)
     except (InvalidSpec, TypeError, ValueError):
@@ -275,7 +276,8 @@ class Blocks:
             if spec is None:
                 raise Rejected(f"{blocks.kind.__name__}: an atom did not apply")  # pragma: no cover
             return spec
-        return c.pick(pairs, "template-pair")
+        pair: KVCacheSpec = c.pick(pairs, "template-pair")
+        return pair
 
     def member(self, c: Chooser, blocks: KindBlocks, template: KVCacheSpec, what: str) -> KVCacheSpec:
         """The template again, with a flag set, or with one more atom."""
@@ -303,7 +305,8 @@ def _pick_atom(c: Chooser, atoms: Sequence[tuple[str, Any]], what: str) -> tuple
     however many values its domain has (14 quantisation modes, 2 block sizes)."""
     fields = list(dict.fromkeys(name for name, _ in atoms))
     name = c.pick(fields, what + "-field")
-    return c.pick([a for a in atoms if a[0] == name], what + "-value")
+    atom: tuple[str, Any] = c.pick([a for a in atoms if a[0] == name], what + "-value")
+    return atom
 
 
 # -- examples per operation, and the clauses that judge them --------------------------------------
@@ -883,8 +886,11 @@ def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S,
     unknown_ops = [o for o in operations if o not in OPERATIONS]
     if unknown_ops:
         raise SearchError(f"unknown operation(s) {', '.join(unknown_ops)}; choose from {', '.join(OPERATIONS)}")
-    modes: list[Mode] = [m for m, on in (("normal", optimize in ("off", "both")),
-                                         ("optimized", optimize in ("on", "both"))) if on]
+    modes: list[Mode] = []
+    if optimize in ("off", "both"):
+        modes.append("normal")
+    if optimize in ("on", "both"):
+        modes.append("optimized")
     workers = {m: Worker(optimized=m == "optimized") for m in modes}
     try:
         info_result = workers[modes[0]].run("kvcontract.conformance.symbolic:info_task", {"engine": engine_name},
