@@ -645,10 +645,6 @@ class UncheckedBeyondSecond(Mutant):
                    "any later member that disagrees with the first")
     imitates = ""
     expected_clauses = ("ERROR-DETECT-1", "ERROR-TYPE-1")
-    gap = ("near misses (systematic and random) have two members and longer lists are drawn "
-           "compatible, so no example puts the odd member third or later; the symbolic mode's "
-           "member-count choice does (docs/symbolic-vs-property.md)")
-
     def merge(self, objs: Sequence[Any]) -> Any:
         specs = list(objs)
         rest = []

@@ -128,7 +128,7 @@ class Chooser:
         lo, hi = 0, n
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if self.space.smt_fork(desc=what):
+            if self.space.smt_fork(desc=what, probability_true=(mid - lo) / (hi - lo)):
                 hi = mid
             else:
                 lo = mid
@@ -205,10 +205,26 @@ def _replace(spec: KVCacheSpec, changes: dict[str, Any]) -> KVCacheSpec | None:
 class Blocks:
     """The building blocks of every kind of an engine's domain (computed once per kind)."""
 
-    def __init__(self, domain: strat.Domain) -> None:
+    def __init__(self, domain: strat.Domain, accepts: Callable[[KVCacheSpec], Any] | None = None) -> None:
         self.domain = domain
+        self.accepts = accepts
+        self._accepted: dict[KVCacheSpec, bool] = {}
         self._kinds: dict[type[KVCacheSpec], KindBlocks | None] = {}
         self._valid: dict[tuple[type[KVCacheSpec], KVCacheSpec], list[tuple[str, Any]]] = {}
+
+    def ok(self, spec: KVCacheSpec | None) -> bool:
+        """A spec the engine accepts too (its constructor may be stricter than the reference's)."""
+        if spec is None:
+            return False
+        if self.accepts is None:
+            return True
+        if spec not in self._accepted:
+            try:
+                self.accepts(spec)
+                self._accepted[spec] = True
+            except Exception:  # noqa: BLE001 - the engine rejects the value: not a building block
+                self._accepted[spec] = False
+        return self._accepted[spec]
 
     def of(self, kind: type[KVCacheSpec]) -> KindBlocks | None:
         if kind not in self._kinds:
@@ -217,7 +233,7 @@ class Blocks:
 
     def _build(self, kind: type[KVCacheSpec]) -> KindBlocks | None:
         base = sysm.base_spec(kind, self.domain)
-        if base is None:
+        if base is None or not self.ok(base):
             return None
         atoms: list[tuple[str, Any]] = []
         flags: list[str] = []
@@ -231,7 +247,7 @@ class Blocks:
             for value in values:
                 if value == current or any(value == s and type(value) is type(s) for s in seen):
                     continue
-                if _replace(base, {f.name: value}) is None:
+                if not self.ok(_replace(base, {f.name: value})):
                     continue
                 seen.append(value)
                 atoms.append((f.name, value))
@@ -249,7 +265,7 @@ class Blocks:
             if a[0] == b[0]:
                 continue
             spec = _replace(base, {a[0]: a[1], b[0]: b[1]})
-            if spec is not None:
+            if spec is not None and self.ok(spec):
                 templates.append(spec)
         return KindBlocks(kind, base, atoms, flags, templates, singles)
 
@@ -285,7 +301,8 @@ class Blocks:
         if shape == 0:
             return template
         if shape == 1:
-            flags = [n for n in blocks.flags if not getattr(template, n)]
+            flags = [n for n in blocks.flags if not getattr(template, n)
+                     and self.ok(_replace(template, {n: True}))]
             if flags:
                 spec = _replace(template, {c.pick(flags, what + "-flag"): True})
                 if spec is None:
@@ -508,6 +525,22 @@ class GroupStats:
         return f"{self.operation}:{self.kind}" if self.kind else self.operation
 
 
+class _Proportional:
+    """CrossHair pathing oracle that takes each fork with the probability the chooser
+    asks for (the share of options on its side), so every option of a decision is
+    equally likely until its subtree is exhausted. (CrossHair's default oracle favours
+    the false side of a fresh fork 3:1, which starves the low options of a choice.)"""
+
+    def pre_path_hook(self, space: Any) -> None:
+        pass
+
+    def post_path_hook(self, path: Any) -> None:
+        pass
+
+    def decide(self, root: Any, node: Any, engine_probability: float | None) -> float:
+        return 0.5 if engine_probability is None else engine_probability
+
+
 class Group:
     """One search group: its path tree (kept across batches), its builder, its stats."""
 
@@ -518,6 +551,7 @@ class Group:
         self.build = build
         self.root = RootNode()
         self.root._random = random.Random(f"{seed_value}:{operation}:{kind}")
+        self.root.pathing_oracle = _Proportional()
         self.seen: set[str] = set()
         self.weight = 1.0
         self.quiet_rounds = 0
@@ -554,7 +588,7 @@ class Search:
         wanted = set(clauses) if clauses else SEARCHED_CLAUSES
         self.skips = {c: law(c).requires(engine) for c in SEARCHED_CLAUSES if c in wanted}
         self.active = {c for c, why in self.skips.items() if not why}
-        self.blocks = Blocks(self.domain)
+        self.blocks = Blocks(self.domain, accepts=engine.to_engine)
         self.expectations = expectations
         self.on_finding = on_finding
         self.on_stats = on_stats
