@@ -279,6 +279,12 @@ def register(subparsers: Any) -> None:
                    help="run every clause on every mutant, not only to the first failure (slow)")
     p.add_argument("--list", action="store_true", help="print the catalogue and exit")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--symbolic", action="store_true",
+                   help="also hunt every mutant (catalogue and known survivors) with the symbolic mode and print "
+                        "found by property / found by symbolic / time to first finding "
+                        "(--json: schema 'mutants-symbolic')")
+    p.add_argument("--symbolic-budget", type=float, default=SYMBOLIC_BUDGET_S,
+                   help=f"CPU seconds of symbolic search per mutant and mode (default {SYMBOLIC_BUDGET_S:g})")
     p.set_defaults(func=run)
 
 
@@ -298,6 +304,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         print(render_catalogue())
         return 0
+    if args.symbolic:
+        return run_symbolic_verb(args, names if args.mutants else [*MUTANTS, *KNOWN_SURVIVORS])
     report = run_mutants(names, profile=args.profile, seed_value=args.seed, optimize=args.optimize,
                          exhaustive=args.exhaustive, progress=None if args.quiet else _stderr)
     print(render_table(report))
@@ -392,3 +400,148 @@ def render_markdown(report: MutantsReport) -> str:
                  _killers(r)]
         lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+# -- --symbolic: the symbolic mode's power on the catalogue, next to the property suite's ----------
+
+SYMBOLIC_BUDGET_S = 60.0
+"""CPU seconds of symbolic search per mutant and mode (it stops at the first finding)."""
+
+SYMBOLIC_OPERATIONS: dict[str, tuple[str, ...]] = {
+    "to_engine": ("merge", "mixed", "empty", "uniform", "group"),
+    "from_engine": ("merge", "mixed", "group"),
+    "merge": ("merge", "mixed", "empty"),
+    "is_uniform": ("merge", "mixed", "empty", "uniform"),
+    "group_layers": ("group",),
+    "page_size": ("merge", "group"),
+    "route": ("route",),
+    "router": ("route",),
+}
+"""The symbolic operation groups whose oracles call each engine operation."""
+
+
+class SymbolicRow(pydantic.BaseModel):
+    """One mutant: found by property / found by symbolic / time to first finding."""
+
+    mutant: str
+    description: str
+    known_gap: str = ""
+    property_verdict: Verdict
+    property_killed_by: list[str]
+    property_modes: list[Mode]
+    property_seconds: float | None
+    symbolic_found: bool
+    symbolic_mode: Mode | None = None
+    symbolic_clauses: list[str] = []
+    symbolic_signature: str = ""
+    symbolic_seconds: float | None = None
+    """CPU seconds of search to the first finding (in the mode that found it)."""
+    symbolic_paths: int = 0
+    """Paths explored up to the first finding (all paths when nothing was found)."""
+    symbolic_operations: list[str] = []
+    symbolic_snippet: str = ""
+
+
+class SymbolicPowerReport(ReportHeader):
+    """``kvcontract mutants --symbolic`` (schema ``mutants-symbolic`` version 1)."""
+
+    schema_version: str = "1"
+    kind: str = "mutants-symbolic"
+    budget_s: float
+    rows: list[SymbolicRow]
+    control_findings: list[str]
+    """Signatures the symbolic search found on the unmutated reference (must be empty)."""
+    seconds: float
+
+
+def symbolic_operations(cls: type[Mutant]) -> list[str]:
+    """The symbolic operation groups that can see mutant ``cls``'s defect."""
+    from kvcontract.conformance.symbolic import OPERATIONS as SYMBOLIC_OPS
+
+    mutated = mutated_operations(cls)
+    if mutated is None:
+        return list(SYMBOLIC_OPS)
+    wanted = {op for m in mutated for op in SYMBOLIC_OPERATIONS.get(m, ())}
+    return [op for op in SYMBOLIC_OPS if op in wanted] or list(SYMBOLIC_OPS)
+
+
+def symbolic_hunt(name: str, budget_s: float, progress: Progress | None = None) -> dict[str, Any]:
+    """The symbolic search on mutant ``name`` to its first finding: the normal mode
+    first, then (when it found nothing) ``python -O``."""
+    from kvcontract.conformance.symbolic import run_symbolic
+
+    ops = symbolic_operations(mutant_class(name))
+    paths = 0
+    for optimize, mode in (("off", "normal"), ("on", "optimized")):
+        report = run_symbolic(f"mutant:{name}", budget_s=budget_s, optimize=optimize, operations=ops,
+                              use_default_xfails=False, stop_on_finding=True)
+        paths += sum(s.paths for s in report.searched)
+        fails = [r for r in report.records if r.status == "fail"]
+        if fails:
+            first = min(fails, key=lambda r: r.seconds)
+            if progress:
+                progress(f"[symbolic] {name}: found by {first.clause} [{first.signature}] ({mode}, "
+                         f"{first.seconds:.2f}s)")
+            return {"symbolic_found": True, "symbolic_mode": mode,
+                    "symbolic_clauses": sorted({r.clause for r in fails}), "symbolic_signature": first.signature,
+                    "symbolic_seconds": first.seconds, "symbolic_paths": paths, "symbolic_operations": ops,
+                    "symbolic_snippet": first.snippet}
+    if progress:
+        progress(f"[symbolic] {name}: not found ({paths} paths)")
+    return {"symbolic_found": False, "symbolic_paths": paths, "symbolic_operations": ops}
+
+
+def run_symbolic_power(names: Sequence[str], *, budget_s: float = SYMBOLIC_BUDGET_S, profile: str = "default",
+                       seed_value: int = 0, progress: Progress | None = None) -> SymbolicPowerReport:
+    """Property hunt (both modes) and symbolic hunt of every mutant in ``names``, and a
+    symbolic control run on the reference."""
+    from kvcontract.conformance.symbolic import run_symbolic
+
+    start = time.perf_counter()
+    prop = run_mutants(names, profile=profile, seed_value=seed_value, optimize="both", progress=progress)
+    control = run_symbolic(CONTROL_NAME, budget_s=budget_s, optimize="both", use_default_xfails=False)
+    rows = []
+    for result in prop.mutants:
+        found = symbolic_hunt(result.mutant, budget_s, progress)
+        rows.append(SymbolicRow(
+            mutant=result.mutant, description=result.description, known_gap=result.known_gap,
+            property_verdict=result.verdict, property_killed_by=result.killed_by,
+            property_modes=result.killed_in, property_seconds=result.seconds, **found))
+    return SymbolicPowerReport(
+        kit_version=kvcontract.__version__, engine="mutant catalogue", engine_version=kvcontract.__version__,
+        profile=profile, seed=seed_value, budget_s=budget_s, rows=rows,
+        control_findings=[f"{r.clause}/{r.mode}[{r.signature}]" for r in control.failing],
+        seconds=round(time.perf_counter() - start, 3))
+
+
+def render_symbolic_table(report: SymbolicPowerReport) -> str:
+    width = max([24, *(len(r.mutant) for r in report.rows)])
+    header = (f"{'mutant':<{width}} {'property':<10} {'first':>8}  {'symbolic':<16} {'first':>8} {'paths':>6}  "
+              "clauses (symbolic)")
+    lines = [f"kvcontract mutants --symbolic: {len(report.rows)} mutants (property profile {report.profile}, "
+             f"symbolic budget {report.budget_s:g} CPU s per mode)", "", header, "-" * len(header)]
+    for r in report.rows:
+        prop = r.property_verdict if r.property_verdict != "survived" else "SURVIVED"
+        pfirst = f"{r.property_seconds:.2f}s" if r.property_seconds is not None else "-"
+        sym = f"found ({r.symbolic_mode})" if r.symbolic_found else "NOT FOUND"
+        sfirst = f"{r.symbolic_seconds:.2f}s" if r.symbolic_seconds is not None else "-"
+        lines.append(f"{r.mutant:<{width}} {prop:<10} {pfirst:>8}  {sym:<16} {sfirst:>8} {r.symbolic_paths:>6}  "
+                     f"{', '.join(r.symbolic_clauses) or '-'}")
+    found = sum(r.symbolic_found for r in report.rows)
+    killed = sum(r.property_verdict == "killed" for r in report.rows)
+    lines += ["", f"property: {killed}/{len(report.rows)} killed; symbolic: {found}/{len(report.rows)} found; "
+              f"symbolic control (reference): "
+              + ("no finding" if not report.control_findings else "FINDINGS " + ", ".join(report.control_findings)),
+              f"{report.seconds:.0f}s in all"]
+    return "\n".join(lines)
+
+
+def run_symbolic_verb(args: argparse.Namespace, names: Sequence[str]) -> int:
+    if args.symbolic_budget <= 0:
+        raise UsageError("--symbolic-budget must be positive")
+    report = run_symbolic_power(names, budget_s=args.symbolic_budget, profile=args.profile, seed_value=args.seed,
+                                progress=None if args.quiet else _stderr)
+    print(render_symbolic_table(report))
+    if args.json:
+        write_atomic(args.json, report.model_dump_json(indent=2) + "\n")
+    return 0 if all(r.symbolic_found for r in report.rows) and not report.control_findings else 1

@@ -1,34 +1,69 @@
-"""``kvcontract symbolic``: CrossHair behaviour diff of an engine against the reference."""
+"""``kvcontract symbolic``: CrossHair's path search over the contract's inputs, judged by
+the clause oracles of ``check`` (:mod:`kvcontract.conformance.symbolic`).
+
+Exit codes: 0 nothing failed, 1 a finding (or an error, or an incomplete run),
+2 usage error (one line): an unknown engine, kind, operation or clause.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import signal
 import sys
 from typing import Any
 
 from kvcontract.conformance.engine import UnknownEngine
-from kvcontract.conformance.symbolic import OPERATIONS, render, run_symbolic
-from kvcontract.reference import SPEC_KINDS
-from kvcontract.reports import write_atomic
+from kvcontract.conformance.symbolic import (
+    DEFAULT_BUDGET_S,
+    OPERATIONS,
+    SEARCHED_CLAUSES,
+    SearchError,
+    render,
+    run_symbolic,
+)
+from kvcontract.conformance.xfails import XfailsError, load_xfails
 from kvcontract.usage import UsageError
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "symbolic", help="search for inputs where the engine differs from the reference",
-        description="CrossHair behaviour diff of the engine (through its adapter) against the reference, "
-                    "per operation and spec kind, in a supervised worker. Exit 1 when something differs.")
+        "symbolic", help="search the contract's inputs symbolically (CrossHair) with check's clause oracles",
+        description="CrossHair explores symbolic choices over valid specs, lists, layer tables and routing "
+                    "batches; every path is judged by the clause oracles of check. Findings are keyed by "
+                    "signature like check's, with the same expectations file and repro snippets. "
+                    "Exit 1 on a finding.")
     parser.add_argument("--engine", required=True,
                         help="builtin name, mutant:<name>, installed entry point, or package.module:factory")
-    parser.add_argument("--budget", type=float, default=180.0, help="seconds of search in all (default 180)")
-    parser.add_argument("--optimize", default="off", choices=("off", "on"),
-                        help="on: search under python -O (default off)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help=f"CPU seconds of search per mode (default {DEFAULT_BUDGET_S:g} unless --iterations "
+                             "is given; the modes run concurrently)")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="paths per mode: a budget that does not depend on machine load")
+    parser.add_argument("--optimize", default="both", choices=("off", "on", "both"),
+                        help="interpreter modes: off (normal), on (python -O), both (default)")
     parser.add_argument("--ops", default=",".join(OPERATIONS), help=f"subset of {','.join(OPERATIONS)}")
-    parser.add_argument("--kinds", help="comma-separated spec kinds (default: all the engine has)")
-    parser.add_argument("--json", metavar="FILE", help="write the findings as JSON")
+    parser.add_argument("--kinds", help="comma-separated spec kinds (default: every kind the engine has)")
+    parser.add_argument("--clauses", help="comma-separated clause IDs to judge (default: all searched)")
+    parser.add_argument("--json", metavar="FILE",
+                        help="write the report (schema 'symbolic' v2); rewritten after every finding")
+    parser.add_argument("--xfails", metavar="FILE", help="expectations file (default: the bundled one)")
+    parser.add_argument("--no-xfails", action="store_true", help="report every finding as a failure")
+    parser.add_argument("--seed", type=int, default=0, help="seed of CrossHair's path choices (default 0)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.set_defaults(func=run)
+
+
+def _list(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise UsageError(f"empty list {value!r}")
+    return items
+
+
+def _interrupted(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,24 +73,41 @@ def run(args: argparse.Namespace) -> int:
         if args.engine not in all_engine_names():
             raise UsageError(str(UnknownEngine(f"unknown engine {args.engine!r}; known: "
                                                f"{', '.join(all_engine_names())}, or package.module:factory")))
-    kinds = args.kinds.split(",") if args.kinds else None
-    unknown_kinds = [k for k in kinds or [] if k not in {c.__name__ for c in SPEC_KINDS}]
-    if unknown_kinds:
-        raise UsageError(f"unknown spec kind(s) {', '.join(unknown_kinds)}; choose from "
-                         f"{', '.join(c.__name__ for c in SPEC_KINDS)}")
-    ops = args.ops.split(",")
+    ops = _list(args.ops) or list(OPERATIONS)
     unknown = [o for o in ops if o not in OPERATIONS]
     if unknown:
         raise UsageError(f"unknown operation(s) {', '.join(unknown)}; choose from {', '.join(OPERATIONS)}")
-    if args.budget <= 0:
+    clauses = _list(args.clauses)
+    bad = [c for c in clauses or [] if c not in SEARCHED_CLAUSES]
+    if bad:
+        raise UsageError(f"clause(s) {', '.join(bad)} are not searched; choose from "
+                         f"{', '.join(sorted(SEARCHED_CLAUSES))}")
+    if args.budget is not None and args.budget <= 0:
         raise UsageError("--budget must be positive")
+    if args.iterations is not None and args.iterations <= 0:
+        raise UsageError("--iterations must be positive")
+    if args.xfails and args.no_xfails:
+        raise UsageError("--xfails and --no-xfails exclude each other")
+    if args.xfails:
+        try:
+            load_xfails(args.xfails)
+        except XfailsError as exc:
+            raise UsageError(str(exc)) from None
+    budget = args.budget if args.budget is not None or args.iterations is not None else DEFAULT_BUDGET_S
+    signal.signal(signal.SIGTERM, _interrupted)  # a stopped run closes its workers, keeps its report
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
-        report = run_symbolic(args.engine, args.budget, args.optimize, ops, kinds, progress)
+        report = run_symbolic(args.engine, budget_s=budget, iterations=args.iterations, optimize=args.optimize,
+                              operations=ops, kinds=_list(args.kinds), clauses=clauses,
+                              xfails=args.xfails, use_default_xfails=not args.no_xfails, seed_value=args.seed,
+                              json_path=args.json, progress=progress)
+    except SearchError as exc:
+        raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        print("stopped: the report written so far is kept (complete: false)", file=sys.stderr)
+        return 130
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(render(report))
-    if args.json:
-        write_atomic(args.json, json.dumps(report.to_json(), indent=1, default=str) + "\n")
-    return 1 if report.findings else 0
+    return 1 if report.failing or not report.complete else 0

@@ -1,44 +1,168 @@
-"""Symbolic mode: CrossHair's behaviour diff finds what the seed describes, and
-finds nothing on the reference (chapters MERGE, ERROR)."""
+"""Symbolic mode (issue 17): inputs valid by construction, the whole contract in the
+search, findings in check's model, budgets in paths, partial reports, usage errors."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 
 from kvcontract.conformance.engine import EngineUnavailable, load_engine
-from kvcontract.conformance.symbolic import run_symbolic
+from kvcontract.conformance.model import Example
+from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
+from kvcontract.conformance.registry import resolve_engine
+from kvcontract.conformance.strategies import FULL_DOMAIN
+from kvcontract.conformance.symbolic import (
+    OPERATION_CLAUSES,
+    OPERATIONS,
+    Blocks,
+    Search,
+    SearchError,
+    run_symbolic,
+)
+from kvcontract.reference import FullAttentionSpec, MambaSpec
 
 
-def test_reference_has_no_difference():
-    report = run_symbolic("reference", 12, "off", ["merge2", "uniform2", "page_size"],
-                          ["FullAttentionSpec", "MLAAttentionSpec"])
-    assert report.findings == []
-    assert all(s["paths"] > 0 for s in report.searched)
+def _search(engine: str, iterations: int, **kw):
+    search = Search(resolve_engine(engine), **kw)
+    search.run(None, iterations, stop_on_finding=kw.pop("stop", False))
+    return search
 
 
-def test_vllm_full_attention_block_size_merges_silently_under_O(tmp_path):
-    """ERROR-DETECT-1 under -O: the seed's FullAttentionSpec.merge case, found symbolically."""
+def test_reference_every_path_reaches_the_engine_and_nothing_fails():
+    """The control: the whole contract searched, no finding, no kit error, no rejection."""
+    search = _search("reference", 600)
+    ops = {g.stats.operation for g in search.groups}
+    assert ops == set(OPERATIONS)
+    paths = sum(g.stats.paths for g in search.groups)
+    reached = sum(g.stats.reached_engine for g in search.groups)
+    assert paths >= 600 and reached == paths, (paths, reached)
+    assert sum(g.stats.rejected for g in search.groups) == 0
+    assert search.records == {}, list(search.records)
+    assert search.errors == {}, list(search.errors)
+
+
+def test_every_kind_is_searched_mamba_included():
+    search = Search(resolve_engine("reference"), operations=["merge"])
+    kinds = {g.stats.kind for g in search.groups}
+    assert "MambaSpec" in kinds and len(kinds) == 14
+    blocks = Blocks(FULL_DOMAIN).of(MambaSpec)
+    assert blocks is not None and {f for f, _ in blocks.atoms} >= {"shapes", "dtypes", "mamba_type"}
+
+
+def test_enum_fields_take_every_value_of_the_domain():
+    blocks = Blocks(FULL_DOMAIN).of(FullAttentionSpec)
+    assert blocks is not None
+    dtypes = {v for f, v in blocks.atoms if f == "dtype"}
+    assert len(dtypes) == 6  # every KVDtype but the base's bfloat16
+    assert any(f == "block_stride_alignment" and v is not None for f, v in blocks.atoms)  # optional: a value
+
+
+@pytest.mark.slow
+def test_rare_branch_mutants_are_found_by_path_count():
+    """A 4-member list, the odd member third, a rare dtype at a large block: found in a
+    few hundred paths each, independent of machine load."""
+    for name, iterations in (("union-of-three", 2000), ("unchecked-beyond-second", 600),
+                             ("e5m2-large-block-page", 4000)):
+        search = Search(load_mutant(name), operations=["merge", "group"])
+        search.run(None, iterations, stop_on_finding=True)
+        fails = [r for r in search.records.values() if r.status == "fail"]
+        assert fails, f"{name} not found in {iterations} paths"
+        assert fails[0].phase == "symbolic" and fails[0].snippet and fails[0].witness
+
+
+def test_findings_are_checks_records_with_running_snippets(tmp_path):
+    search = Search(load_mutant("drops-alignment"), operations=["merge"], kinds=["MLAAttentionSpec"])
+    search.run(None, 800, stop_on_finding=True)
+    record = next(r for r in search.records.values() if r.status == "fail")
+    assert record.signature.endswith(":alignment") and record.clause in OPERATION_CLAUSES["merge"]
+    assert Example.from_json(record.witness).specs  # a pinned witness, as in expectations files
+    script = tmp_path / "repro.py"
+    script.write_text(record.snippet)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "VIOLATION" in result.stderr, result.stderr
+
+
+def test_unknown_kind_or_operation_is_a_search_error():
+    with pytest.raises(SearchError, match="NoSuchSpec"):
+        Search(resolve_engine("reference"), kinds=["NoSuchSpec"])
+    with pytest.raises(SearchError, match="frobnicate"):
+        Search(resolve_engine("reference"), operations=["frobnicate"])
+
+
+def test_new_mutants_are_registered_with_their_gap():
+    for key in ("union-of-three", "e5m2-large-block-page", "unchecked-beyond-second"):
+        assert key in MUTANTS and key not in KNOWN_SURVIVORS
+
+
+def test_cli_usage_errors():
+    for args in (["--ops", "frobnicate"], ["--kinds", "NoSuchSpec"], ["--clauses", "ROLE-COVER-1"]):
+        result = subprocess.run([sys.executable, "-m", "kvcontract.cli", "symbolic", "--engine", "reference",
+                                 "--iterations", "5", *args], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_report_written_as_found_and_complete(tmp_path):
+    out = tmp_path / "symbolic.json"
+    report = run_symbolic("mutant:drops-capability", budget_s=None, iterations=300, optimize="off",
+                          operations=["merge"], kinds=["MLAAttentionSpec"], json_path=str(out),
+                          use_default_xfails=False)
+    data = json.loads(out.read_text())
+    assert data["kind"] == "symbolic" and data["complete"] is True
+    assert any(r["signature"].endswith(":non_causal") for r in data["records"])
+    assert report.failing and all(s.rejected == 0 for s in report.searched)
+    assert sum(s.paths for s in report.searched) == 300
+
+
+@pytest.mark.slow
+def test_stopped_run_leaves_a_valid_partial_report(tmp_path):
+    """Kill the command mid-run: the last report written is valid JSON with complete=false."""
+    import signal
+    import time
+
+    out = tmp_path / "partial.json"
+    proc = subprocess.Popen([sys.executable, "-m", "kvcontract.cli", "symbolic", "--engine", "mutant:sorts-input",
+                             "--optimize", "off", "--budget", "300", "--json", str(out), "--quiet"])
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if out.exists() and json.loads(out.read_text())["records"]:
+            break
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and data["records"][0]["status"] == "fail"
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_merge_level_defects_in_both_modes(tmp_path):
+    """The bundled expectations' merge-level defects, each with a repro ending in VIOLATION."""
     try:
         load_engine("vllm")
     except EngineUnavailable as exc:
         pytest.skip(f"vLLM is not installed here ({exc}); scripts/setup.sh installs it")
-    report = run_symbolic("vllm", 30, "on", ["merge2"], ["FullAttentionSpec"])
-    assert report.optimized
-    hits = [f for f in report.findings if f.clause == "ERROR-DETECT-1" and f.field == "block_size"]
-    assert hits, [(f.clause, f.field) for f in report.findings]
-    script = tmp_path / "repro.py"
-    script.write_text(hits[0].snippet)
-    result = subprocess.run([sys.executable, "-O", str(script)], capture_output=True, text=True, timeout=300)
-    assert result.returncode != 0 and "VIOLATION of ERROR-DETECT-1" in result.stderr, result.stderr
-    normal = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert normal.returncode == 0, "without -O vLLM rejects this pair"
-
-
-def test_symbolic_cli_usage_errors():
-    for args in (["--ops", "frobnicate"], ["--budget", "0"]):
-        result = subprocess.run([sys.executable, "-m", "kvcontract.cli", "symbolic",
-                                 "--engine", "reference", *args], capture_output=True, text=True)
-        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    report = run_symbolic("vllm", budget_s=60, optimize="both", operations=["merge"],
+                          kinds=["FullAttentionSpec", "MLAAttentionSpec", "SlidingWindowMLASpec"],
+                          use_default_xfails=False)
+    found = {(r.mode, r.clause, r.signature): r for r in report.records if r.status == "fail"}
+    wanted = [
+        ("normal", "ERROR-DETECT-1", "accepted:SlidingWindowMLASpec:block_size"),
+        ("optimized", "ERROR-DETECT-1", "accepted:SlidingWindowMLASpec:block_size"),
+        ("optimized", "ERROR-DETECT-1", "accepted:FullAttentionSpec:block_size"),
+        ("normal", "MERGE-AGREE-1", "wrong-value:MLAAttentionSpec:alignment"),
+        ("optimized", "MERGE-AGREE-1", "wrong-value:MLAAttentionSpec:alignment"),
+        ("normal", "MERGE-UNION-1", "capability-not-unioned:MLAAttentionSpec:non_causal"),
+        ("optimized", "MERGE-UNION-1", "capability-not-unioned:MLAAttentionSpec:non_causal"),
+    ]
+    missing = [w for w in wanted if w not in found]
+    assert not missing, missing
+    for mode, clause, sig in wanted:
+        script = tmp_path / "repro.py"
+        script.write_text(found[(mode, clause, sig)].snippet)
+        flags = ["-O"] if mode == "optimized" else []
+        result = subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True, timeout=300)
+        assert result.returncode != 0 and "VIOLATION" in result.stderr, (sig, result.stderr[-500:])
