@@ -755,21 +755,21 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
                 f"    raise SystemExit({('VIOLATION of GROUP-MERGED-1: ' + message)!r})\n"
                 "print('no violation')",
                 _incompatible_signatures(kinds, [d.field for d in exc.disagreements])) from None
-        bad = [n for n in _fields_differ(g.spec, want) if n not in _NOT_COMPARED]
-        if bad:
+        wrong = [n for n in _fields_differ(g.spec, want) if n not in _NOT_COMPARED]
+        if wrong:
             detail = ", ".join(f"{n}={getattr(g.spec, n, None)!r} (contract: {getattr(want, n, None)!r})"
-                               for n in bad)
+                               for n in wrong)
             raise Violation(
                 f"group {list(names)} spec differs from its members' merge: {detail}",
                 GROUP_SETUP + f"expected = {engine.render_spec(want)}\n"
                 "for names, spec in pairs:\n"
                 f"    if set(names) == set({names!r}):\n"
-                f"        wrong = [n for n in {[b for b in bad if b != 'kind']!r} if getattr(spec, n) != getattr(expected, n)]\n"
+                f"        wrong = [n for n in {[b for b in wrong if b != 'kind']!r} if getattr(spec, n) != getattr(expected, n)]\n"
                 "        if wrong or type(spec).__name__ != type(expected).__name__:\n"
                 "            raise SystemExit(f'VIOLATION of GROUP-MERGED-1: group {names} has {type(spec).__name__} '\n"
                 "                             + ', '.join(f'{n}={getattr(spec, n)!r} (contract: {getattr(expected, n)!r})' for n in wrong))\n"
                 "print('no violation')",
-                per_field("wrong-group-spec", kinds, bad))
+                per_field("wrong-group-spec", kinds, wrong))
 
 
 def check_group_compat(engine: Engine, ex: Example) -> None:

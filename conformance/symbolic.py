@@ -142,7 +142,7 @@ class Chooser:
         return self.choose(2, what) == 1
 
 
-class Rejected(Exception):  # noqa: N818 - a path that could not build a valid input
+class Rejected(Exception):
     """The input a path chose could not be built (counted: it should never happen)."""
 
 
@@ -551,7 +551,7 @@ class Group:
         self.build = build
         self.root = RootNode()
         self.root._random = random.Random(f"{seed_value}:{operation}:{kind}")
-        self.root.pathing_oracle = _Proportional()
+        self.root.pathing_oracle = _Proportional()  # type: ignore[assignment]
         self.seen: set[str] = set()
         self.weight = 1.0
         self.quiet_rounds = 0
