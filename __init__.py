@@ -5,4 +5,4 @@ repository root); the subpackages are the top-level folders ``spec``,
 ``reference``, ``conformance`` and ``kernels``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

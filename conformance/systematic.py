@@ -323,8 +323,10 @@ def grouping_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
             for other in bases:  # a page changed by one field, beside every other kind's page
                 if type(other) is not kind:
                     yield {"layers.0": changed[0], "layers.1": other}
+    wide = [w for w in (_build_replace(b, {"dtype": KVDtype.FLOAT32}) for b in bases if hasattr(b, "dtype"))
+            if w is not None and _in_domain(KVDtype.FLOAT32, domain)]
     for aligned in _aligned_edges(domain):  # alignment padding that does not divide (SPEC-PAGE-2)
-        for other in bases:
+        for other in [*bases, *wide]:
             if type(other) is not type(aligned):
                 yield {"layers.0": aligned, "layers.1": other}
                 yield {"layers.0": other, "layers.1": aligned}

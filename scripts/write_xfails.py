@@ -42,7 +42,7 @@ def main(report_path: str, review_path: str, out_path: str) -> int:
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     missing, used = [], set()
     for record in report["records"]:
-        if record["status"] not in ("fail", "xfail") or not record.get("witness"):
+        if record["status"] not in ("fail", "xfail") or record.get("witness") is None:
             continue
         for i, review in enumerate(reviews):
             if _matches(review, record):
