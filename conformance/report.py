@@ -85,6 +85,8 @@ class Report(ReportHeader):
     records: list[Record]
     clauses: list[ClauseRun] = []
     coverage: dict[str, list[str]] = {}
+    coverage_summary: str = ""
+    """One line: how much of the engine's surface the contract classifies (ROLE-COVER-1)."""
     engine_log: dict[str, list[str]] = {}
     summary: Summary
 
@@ -158,6 +160,8 @@ def render_table(report: Report) -> str:
              f"(profile {report.profile}, seed {report.seed})"]
     if report.expectations:
         lines.append(f"expectations: {report.expectations}")
+    if report.coverage_summary:
+        lines.append(report.coverage_summary)
     lines += ["", header, "-" * len(header)]
     for clause, modes in by_clause.items():
         level = next(iter(modes.values()))[0].level

@@ -286,11 +286,13 @@ def _engine(name: str) -> Engine:
 
 def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     """Load the engine; its name, version and bundled expectations file."""
+    from kvcontract.conformance.surface import coverage_summary
     from kvcontract.conformance.xfails import default_xfails
 
     engine = _engine(str(args["engine"]))
     found = default_xfails(engine.name, engine.version)
-    return {"name": engine.name, "version": engine.version, "expectations": str(found) if found else None}
+    return {"name": engine.name, "version": engine.version, "expectations": str(found) if found else None,
+            "coverage_summary": coverage_summary(engine)}
 
 
 def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
@@ -511,5 +513,6 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
                   profile=profile, seed=seed_value, modes=modes,  # type: ignore[arg-type]
                   expectations=expectations.path if expectations else None,
                   records=records, clauses=runs, coverage=coverage,
+                  coverage_summary=str(info.get("coverage_summary", "")),
                   engine_log={m: p.log for m, p in passes.items() if p.log},
                   summary=summarize(records, time.perf_counter() - start))

@@ -55,6 +55,7 @@ def test_catalogue_entries_are_engines_with_their_defect_described():
     assert load_engine("mutant:bare-assert").name == "mutant:bare-assert"
 
 
+@pytest.mark.slow
 def test_every_mutant_is_killed_by_a_clause_it_violates(report):
     assert [m.mutant for m in report.mutants] == list(MUTANTS)
     for m in report.mutants:
@@ -63,6 +64,7 @@ def test_every_mutant_is_killed_by_a_clause_it_violates(report):
     assert report.ok and report.survivors == []
 
 
+@pytest.mark.slow
 def test_the_reference_survives(report):
     control = report.control
     assert control.verdict == "survived"
@@ -71,6 +73,7 @@ def test_the_reference_survives(report):
     assert all(o.laws_run == len(o.passed) > 0 for o in control.outcomes)
 
 
+@pytest.mark.slow
 def test_the_bare_assert_mutant_dies_only_under_python_O(report):
     (bare,) = [m for m in report.mutants if m.mutant == "bare-assert"]
     assert bare.killed_in == ["optimized"]
@@ -90,6 +93,7 @@ def _run_snippet(snippet: str, mode: str, tmp_path: Path) -> subprocess.Complete
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_killed_mutants_snippets_reproduce(report, tmp_path):
     """Each kill comes with a snippet that fails when run (in its interpreter mode)."""
     for m in report.mutants:
@@ -99,6 +103,7 @@ def test_killed_mutants_snippets_reproduce(report, tmp_path):
         assert "VIOLATION" in result.stderr or "Error" in result.stderr, (m.mutant, result.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mutant", "mode", "clause"), [
     ("bare-assert", "optimized", "ERROR-DETECT-1"),
     ("drops-annotation", "normal", "MERGE-IDENTITY-1"),
@@ -114,6 +119,7 @@ def test_snippet_prints_the_violation(report, tmp_path, mutant, mode, clause):
         assert _run_snippet(outcome.snippet, "normal", tmp_path).returncode == 0
 
 
+@pytest.mark.slow
 def test_table_lists_every_mutant_with_its_killing_clause(report):
     table = mutants_cli.render_table(report)
     for m in report.mutants:
