@@ -34,7 +34,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="kvcontract", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="kvcontract", description=(
+        "kvcontract: the KV-cache spec merge contract of LLM serving engines. Check an engine "
+        "against it (check), list engines (engines), see its surface (coverage), search it "
+        "symbolically (symbolic), measure the suite's power (mutants) and check attention kernels "
+        "against the ground truth (kernels). Exit 0: nothing failed, 1: something failed, "
+        "2: usage error."))
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     sub.required = True
     for name in VERB_MODULES:

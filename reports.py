@@ -36,7 +36,7 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | Path, text: str) -> None:
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` so that no reader ever sees a partial file.
 
     The file gets the mode a plain ``open(path, "w")`` would give it.

@@ -2,9 +2,11 @@
 
 Run: ``.venv/bin/python benchmarks/bench_check.py [--engine vllm] [--profiles quick,default]``
 
-Prints, side by side in one run, each profile's wall time (process start to exit,
-so vLLM's import is included) against its target (default < 60 s, quick < 15 s)
-as a ratio, examples per second, the engine import time, and the slowest clauses.
+Prints, side by side in one run, each profile's wall time (process start to exit: the two
+worker processes import the engine concurrently, each pass runs its clauses), its target
+(quick < 20 s, default < 60 s), and its ratio to the bare cost of importing the engine twice
+in parallel (what the two passes cannot avoid), plus examples per second and the slowest
+clauses. Figures are only comparable within one run on one machine.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGETS_S = {"quick": 15.0, "default": 60.0, "thorough": 600.0}
+TARGETS_S = {"quick": 20.0, "default": 60.0, "thorough": 600.0}
 
 
 def wall(cmd: list[str]) -> tuple[float, int]:
@@ -26,39 +28,49 @@ def wall(cmd: list[str]) -> tuple[float, int]:
     return time.perf_counter() - start, proc.returncode
 
 
+def two_imports(engine: str) -> float:
+    """Wall time of two fresh interpreters loading the engine at once (a normal and a -O one)."""
+    code = f"from kvcontract.conformance.registry import resolve_engine; resolve_engine({engine!r})"
+    start = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, *flags, "-c", code], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for flags in ([], ["-O"])]
+    for p in procs:
+        p.wait()
+    return time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--engine", default="vllm")
     parser.add_argument("--profiles", default="quick,default")
     args = parser.parse_args()
-    exe = Path(sys.executable).with_name("kvcontract")
-    import_s, _ = wall([sys.executable, "-c",
-                        f"from kvcontract.conformance.engine import load_engine; load_engine({args.engine!r})"])
+    imports_s = two_imports(args.engine)
     rows = []
     slowest: list[tuple[float, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for profile in args.profiles.split(","):
             out = Path(tmp) / f"{profile}.json"
-            seconds, code = wall([str(exe), "check", "--engine", args.engine, "--profile", profile,
-                                  "--quiet", "--json", str(out)])
+            seconds, code = wall([sys.executable, "-m", "kvcontract", "check", "--engine", args.engine,
+                                  "--profile", profile, "--quiet", "--json", str(out)])
             if code == 2 or not out.exists():
                 print(f"check failed to run for profile {profile} (exit {code})", file=sys.stderr)
                 return 2
             report = json.loads(out.read_text())
-            examples = sum(r["examples"] for r in report["records"])
-            law_s = sum(r["seconds"] for r in report["records"])
+            examples = sum(r["examples"] for r in report["clauses"])
+            law_s = sum(r["seconds"] for r in report["clauses"])
             rows.append((profile, seconds, TARGETS_S[profile], examples, law_s))
-            if profile == "default":
-                slowest = sorted(((r["seconds"], f'{r["clause"]} [{r["mode"]}]') for r in report["records"]),
+            if profile == rows[-1][0]:
+                slowest = sorted(((r["seconds"], f'{r["clause"]} [{r["mode"]}]') for r in report["clauses"]),
                                  reverse=True)[:5]
-    print(f"engine {args.engine}: import {import_s:.1f}s (fresh interpreter)")
-    print(f"{'profile':<9} {'wall s':>7} {'target s':>8} {'wall/target':>11} {'examples':>8} {'examples/s':>10}")
+    print(f"engine {args.engine}: two concurrent imports {imports_s:.1f}s")
+    print(f"{'profile':<9} {'wall s':>7} {'target s':>8} {'wall/target':>11} {'wall/imports':>12} "
+          f"{'examples':>8} {'examples/s':>10}")
     for profile, seconds, target, examples, law_s in rows:
         rate = examples / law_s if law_s else 0.0
-        print(f"{profile:<9} {seconds:>7.1f} {target:>8.0f} {seconds / target:>11.2f} {examples:>8} {rate:>10.0f}")
+        print(f"{profile:<9} {seconds:>7.1f} {target:>8.0f} {seconds / target:>11.2f} "
+              f"{seconds / imports_s:>12.2f} {examples:>8} {rate:>10.0f}")
     if slowest:
-        print("slowest clauses (default profile): "
-              + ", ".join(f"{name} {s:.2f}s" for s, name in slowest))
+        print("slowest clauses (last profile): " + ", ".join(f"{name} {s:.2f}s" for s, name in slowest))
     return 0
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import torch
+
+import kvcontract
+from kvcontract.reports import ReportHeader, write_atomic
 
 from .arithmetic import Arithmetic, arithmetic_of
 from .backends import Backend
@@ -126,6 +127,7 @@ class SuiteReport:
         """Per-mode records, failing cases (with reproducible specs) and a summary."""
         failing = [c for c in self.cases if not c.passed]
         return {
+            **_header("kernels", self.backend, self.seed),
             "backend": self.backend,
             "description": self.description,
             "dtype": self.dtype,
@@ -519,15 +521,22 @@ def format_table(report: SuiteReport) -> str:
 
 
 def write_json(report: SuiteReport, path: str | os.PathLike[str]) -> None:
-    """Write the JSON report atomically, temporary file then ``os.replace`` (NUM-DISPATCH-1)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(report.to_json(), handle, indent=2, allow_nan=False)
-            handle.write("\n")
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    """Write the JSON report atomically (:func:`kvcontract.reports.write_atomic`)."""
+    write_atomic(path, json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n")
+
+
+def _header(kind: str, backend: str, seed: int) -> dict[str, Any]:
+    """The fields every kvcontract report starts with (:class:`kvcontract.reports.ReportHeader`)."""
+    return ReportHeader(schema_version="2", kind=kind, kit_version=kvcontract.__version__, engine=backend,
+                        engine_version=_backend_version(backend), profile="default", seed=seed).model_dump()
+
+
+def _backend_version(backend: str) -> str:
+    if backend.startswith("vllm"):
+        try:
+            import importlib.metadata
+
+            return importlib.metadata.version("vllm")
+        except Exception:  # noqa: BLE001 - not installed: no version to record
+            return "unknown"
+    return kvcontract.__version__

@@ -17,13 +17,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
+
+from kvcontract.kernels.harness import _header
+from kvcontract.reports import write_atomic
 
 from .arithmetic import get_arithmetic, round_to_tf32
 from .cases import DTYPES, MODES, CaseSpec, MLABatch, build_batch
@@ -228,6 +229,7 @@ class PowerTable:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``docs/kernels-mutants.md`` is generated from it)."""
         return {
+            **_header("kernel-mutants", "kernel mutant catalogue", self.seed),
             "schema": "kvcontract-kernel-mutants/1",
             "seed": self.seed,
             "seconds": round(self.seconds, 1),
@@ -358,17 +360,7 @@ def _ratio(value: float) -> str:
 
 
 def write_power_json(table: PowerTable, path: str | os.PathLike[str]) -> None:
-    """Write the power table as JSON, atomically."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(table.to_json(), handle, indent=2, allow_nan=False)
-            handle.write("\n")
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    """Write the power table as JSON, atomically (:func:`kvcontract.reports.write_atomic`)."""
+    write_atomic(path, json.dumps(table.to_json(), indent=2, allow_nan=False) + "\n")
 
 
