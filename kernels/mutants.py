@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from kvcontract.kernels.harness import _header
-from kvcontract.reports import write_atomic
+import kvcontract
+from kvcontract.reports import ReportHeader, write_atomic
 
 from .arithmetic import get_arithmetic, round_to_tf32
 from .cases import DTYPES, MODES, CaseSpec, MLABatch, build_batch
@@ -229,7 +229,9 @@ class PowerTable:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``docs/kernels-mutants.md`` is generated from it)."""
         return {
-            **_header("kernel-mutants", "kernel mutant catalogue", self.seed),
+            **ReportHeader(schema_version="2", kind="kernel-mutants", kit_version=kvcontract.__version__,
+                           engine="kernel mutant catalogue", engine_version=kvcontract.__version__,
+                           profile="default", seed=self.seed).model_dump(),
             "schema": "kvcontract-kernel-mutants/1",
             "seed": self.seed,
             "seconds": round(self.seconds, 1),

@@ -73,6 +73,7 @@ def test_an_unclassified_field_fails_naming_it(monkeypatch, capsys):
     assert "reference/specs.py" in out
 
 
+@pytest.mark.slow
 @pytest.mark.vllm
 def test_vllm_034_is_fully_classified_and_a_patched_field_fails(monkeypatch, capsys):
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")

@@ -24,6 +24,8 @@ from kvcontract.kernels.routed import GroupSetting, RoutedBackend
 from kvcontract.kernels.vllm_triton import BackendUnavailable, load_kernels
 from kvcontract.reference import QueryLenSupport, route
 
+pytestmark = [pytest.mark.slow, pytest.mark.triton]
+
 try:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

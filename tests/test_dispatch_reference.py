@@ -184,6 +184,7 @@ def test_a_third_party_router_is_used():
     assert router_for(engine) is route and needs_router(engine) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(DISPATCH_MUTANTS))
 def test_every_dispatch_mutant_is_killed_by_a_clause_it_violates(key, tmp_path):  # type: ignore[no-untyped-def]
     mutant = load_mutant(f"mutant:{key}")
@@ -207,6 +208,7 @@ def test_every_dispatch_mutant_is_killed_by_a_clause_it_violates(key, tmp_path):
     assert done.returncode != 0 and f"VIOLATION of {record.clause}" in done.stderr, (record.snippet, done)
 
 
+@pytest.mark.slow
 def test_the_threshold_mutant_imitates_the_engine_commit_and_shrinks_to_a_small_repro():
     record = run_dispatch_law(load_mutant("dispatch-capability-threshold"),
                               dispatch_law("DISPATCH-CAUSAL-1"), "default", 0)

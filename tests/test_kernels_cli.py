@@ -14,6 +14,7 @@ from kvcontract.cli import main
 from kvcontract.kernels import MODES
 
 
+@pytest.mark.slow
 def test_reference_backend_prints_a_passing_table_and_writes_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -34,6 +35,7 @@ def test_reference_backend_prints_a_passing_table_and_writes_json(
     assert list(report.parent.iterdir()) == [report]  # no temporary file left behind
 
 
+@pytest.mark.slow
 def test_misrouted_backend_fails_with_exit_1_and_names_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -50,6 +52,7 @@ def test_misrouted_backend_fails_with_exit_1_and_names_it(
     assert data["failing_cases"] and data["failing_cases"][0]["spec"]["requests"]
 
 
+@pytest.mark.slow
 def test_same_seed_gives_the_same_report(tmp_path: Path) -> None:
     """The drawn cases are reproducible from --seed."""
     reports = []
@@ -120,6 +123,7 @@ def _vllm_importable() -> bool:
                           timeout=300).returncode == 0
 
 
+@pytest.mark.slow
 def test_vllm_triton_backend_prints_its_table(tmp_path: Path) -> None:
     """NUM-DISPATCH-1: ``kvcontract kernels --backend vllm-triton`` runs vLLM's kernels (interpreted without a GPU)."""
     if not _vllm_importable():

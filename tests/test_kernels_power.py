@@ -28,6 +28,7 @@ def _wide(*requests: tuple[Kind, int, int], **fields: object) -> CaseSpec:
     return CaseSpec(requests=tuple(RequestSpec(k, n, length) for k, n, length in requests), **base)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutant", ["zeros", "uniform-weights"])
 def test_zero_and_uniform_outputs_fail_at_4096_keys_width_576_float32(mutant: str) -> None:
     """NUM-TOL-1: at production width and context the float32 allowance rejects both."""
@@ -108,6 +109,7 @@ def test_every_mutant_is_killed_in_float32_and_bfloat16() -> None:
     assert len(table.outcomes) == 2 * len(MUTANTS)
 
 
+@pytest.mark.slow
 def test_each_mutant_fails_a_small_case_of_a_mode_it_touches() -> None:
     """Fast lane: every mutant fails on one small hand-picked case (float32)."""
     spec = CaseSpec(
@@ -162,6 +164,7 @@ def plugin_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     sys.modules.pop("outside_kernels", None)
 
 
+@pytest.mark.slow
 def test_module_factory_backend_is_checked_by_the_cli(
     plugin_module: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -62,6 +62,7 @@ def _assert_results_close(got: MLAResult, want: MLAResult, atol: float) -> None:
 # ---------------------------------------------------------------- NUM-SELFCHECK-1
 
 
+@pytest.mark.slow
 @FAST
 @given(case_specs(MODES, block_sizes=(1, 16, 64), kv_lora_ranks=(32, 24), rope_dims=(16, 8)))
 def test_reference_agrees_with_dense_masked_attention(spec: CaseSpec) -> None:
@@ -178,6 +179,7 @@ def test_window_wider_than_the_sequence_changes_nothing() -> None:
     assert torch.equal(plain.out, wide.out)
 
 
+@pytest.mark.slow
 @FAST
 @given(case_specs(MODES, require="padding"))
 def test_trailing_padding_changes_no_row(spec: CaseSpec) -> None:
@@ -241,6 +243,7 @@ def test_a_row_without_keys_raises() -> None:
 # -------------------------------------------------------------- NUM-MEMORY-1
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(case_specs(MODES), st.sampled_from([1, 7, 64]), st.sampled_from([1, 3, 64]))
 def test_chunk_sizes_do_not_change_the_result(spec: CaseSpec, key_chunk: int, query_chunk: int) -> None:
@@ -254,6 +257,7 @@ def test_chunk_sizes_do_not_change_the_result(spec: CaseSpec, key_chunk: int, qu
     assert torch.equal(chunked.scales.visible_keys, whole.scales.visible_keys)
 
 
+@pytest.mark.slow
 def test_no_score_tensor_exceeds_the_chunk_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """NUM-MEMORY-1: a 4k-key extend never builds more than query_chunk*H*key_chunk scores."""
     key_chunk, query_chunk, heads = 256, 8, 4
@@ -329,6 +333,7 @@ def _judge(batch: MLABatch, engine: MLAResult) -> torch.Tensor:
     return compare_rows(engine.out, engine.lse, reference, out_tol, lse_tol).passed
 
 
+@pytest.mark.slow
 @FAST
 @given(case_specs(MODES, dtypes=("float32", "bfloat16", "float16"), kv_lora_ranks=(64,)))
 def test_an_engine_as_modelled_passes_the_tolerance(spec: CaseSpec) -> None:

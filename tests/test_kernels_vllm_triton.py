@@ -106,6 +106,7 @@ def test_each_served_mode_matches_the_ground_truth(
         assert calls.counts["decode_attention_fwd"] == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(case_specs(SERVED, dtypes=DTYPES, head_counts=GROUPED_HEADS, max_seq_len=160))
 def test_mixed_batches_match_the_ground_truth(spec: CaseSpec) -> None:

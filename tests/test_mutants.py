@@ -38,7 +38,7 @@ def report() -> MutantsReport:
 
 def _args(**overrides):
     base = dict(mutants=None, profile="quick", optimize="off", json=None, seed=0,
-                exhaustive=False, list=False, quiet=True)
+                exhaustive=False, list=False, quiet=True, symbolic=False, symbolic_budget=60.0)
     return argparse.Namespace(**{**base, **overrides})
 
 
@@ -140,7 +140,9 @@ def test_cli_writes_json_and_exits_0_when_all_die(tmp_path, capsys):
     assert loaded.modes == ["normal", "optimized"] and loaded.control.verdict == "survived"
     assert json.loads(path.read_text())["schema_version"] == "2"
     assert json.loads(path.read_text())["kind"] == "mutants"
-    assert "drops-annotation" in out and "MERGE-IDENTITY-1" in out
+    killed = {m.mutant: m for m in loaded.mutants}["drops-annotation"]
+    assert set(killed.killed_by) & set(killed.expected_clauses)
+    assert "drops-annotation" in out and killed.killed_by[0] in out
 
 
 def test_cli_exits_1_when_a_mutant_survives(capsys, monkeypatch):
