@@ -253,13 +253,13 @@ class DropsAlignment(Mutant):
 
 @_register
 class DropsAnnotation(Mutant):
-    """MERGE-ANNOTATION-1, MERGE-IDENTITY-1: merge resets ``is_draft``."""
+    """MERGE-ANNOTATION-2: merge resets the advisory ``is_draft``."""
 
     key = "drops-annotation"
-    description = "merge rebuilds the spec without is_draft (an ANNOTATION field), resetting it"
+    description = "merge rebuilds the spec without is_draft (an advisory ANNOTATION field), resetting it"
     imitates = ("vLLM 0.34.0 FullAttentionSpec.merge and its MLA/RSWA/sink/sliding-window-MLA "
                 "variants (is_draft not passed to cls(...))")
-    expected_clauses = ("MERGE-IDENTITY-1", "MERGE-ANNOTATION-1")
+    expected_clauses = ("MERGE-ANNOTATION-2",)
 
     def merge(self, objs: Sequence[Any]) -> Any:
         return dataclasses.replace(reference.merge(list(objs)), is_draft=False)

@@ -106,7 +106,7 @@ def test_killed_mutants_snippets_reproduce(report, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(("mutant", "mode", "clause"), [
     ("bare-assert", "optimized", "ERROR-DETECT-1"),
-    ("drops-annotation", "normal", "MERGE-IDENTITY-1"),
+    ("drops-annotation", "normal", "MERGE-ANNOTATION-2"),
     ("wrong-page-size", "normal", "MERGE-PAGE-1"),
 ])
 def test_snippet_prints_the_violation(report, tmp_path, mutant, mode, clause):
