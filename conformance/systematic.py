@@ -178,8 +178,14 @@ def variants(kind: type[KVCacheSpec], name: str, domain: Domain) -> list[KVCache
     return out
 
 
+PAGE_BLOCK_SIZES = (16, 64, 128)
+"""Block sizes of the page grid: the default, and large blocks where packed formats round."""
+
+
 def single_specs(domain: Domain) -> Iterator[KVCacheSpec]:
-    """Every kind's base spec, then the base with each settable field changed."""
+    """Every kind's base spec, then the base with each settable field changed, then
+    the page grid: every dtype the engine accepts at each of :data:`PAGE_BLOCK_SIZES`
+    (page-size edge layouts: a formula that goes wrong for one dtype at large blocks)."""
     for kind in domain.kinds:
         base = base_spec(kind, domain)
         if base is None:
@@ -187,6 +193,22 @@ def single_specs(domain: Domain) -> Iterator[KVCacheSpec]:
         yield base
         for f in _settable(kind, domain):
             yield from variants(kind, f.name, domain)[:1]
+    yield from page_grid(domain)
+
+
+def page_grid(domain: Domain) -> Iterator[KVCacheSpec]:
+    """Per kind with a ``dtype`` field: every accepted dtype x every grid block size."""
+    for kind in domain.kinds:
+        base = base_spec(kind, domain)
+        if base is None or "dtype" not in {f.name for f in _settable(kind, domain)}:
+            continue
+        for dtype in domain.values_of("KVDtype"):
+            for block_size in PAGE_BLOCK_SIZES:
+                if (dtype, block_size) == (base.dtype, base.block_size):  # type: ignore[attr-defined]
+                    continue
+                spec = _build_replace(base, {"dtype": dtype, "block_size": block_size})
+                if spec is not None and spec.page_size_bytes > 0:
+                    yield spec
 
 
 def near_misses(domain: Domain) -> Iterator[tuple[list[KVCacheSpec], str]]:
@@ -241,7 +263,7 @@ def flag_patterns(domain: Domain) -> Iterator[list[KVCacheSpec]]:
             on = _build_replace(base, {name: not getattr(base, name)})
             if on is None:
                 continue
-            for size in (2, 3):
+            for size in (2, 3, 4):
                 for position in range(size):
                     yield [on if i == position else base for i in range(size)]
         for name in _common_fields(kind, domain):
