@@ -212,7 +212,7 @@ def page_grid(domain: Domain) -> Iterator[KVCacheSpec]:
 
 
 def near_misses(domain: Domain) -> Iterator[tuple[list[KVCacheSpec], str]]:
-    """Every (kind, field that must agree): [base, odd] and [odd, base]."""
+    """Every (kind, field that must agree): [base, odd], [odd, base], [base, base, odd]."""
     for kind in domain.kinds:
         base = base_spec(kind, domain)
         if base is None:
@@ -236,6 +236,7 @@ def near_misses(domain: Domain) -> Iterator[tuple[list[KVCacheSpec], str]]:
                 odd = options[0]
             yield [left, odd], name
             yield [odd, left], name
+            yield [left, left, odd], name  # a third member: a check of the first two only misses it
 
 
 def _flag_fields(kind: type[KVCacheSpec], domain: Domain) -> list[str]:
