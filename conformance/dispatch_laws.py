@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from hypothesis import strategies as st
@@ -118,6 +118,51 @@ def _good_block(_domain: strat.Domain) -> Any:
 
 def _valid(domain: strat.Domain) -> Any:
     return st.one_of(_causal(domain), _good_block(domain))
+
+
+# -- the systematic phase: a small grid of invocations ----------------------------------------
+
+CAUSAL_GRID: tuple[tuple[int, ...], ...] = (
+    (1,), (1, 1), (4,), (1, 4), (4, 1), (2, 2), (2, 2, 5), (3, 3, 0), (5, 5), (1, 1, 0), (8, 2), (16,),
+)
+"""Causal query lengths: decodes, verify blocks, short and long prefills, padding."""
+GOOD_BLOCKS: tuple[tuple[int, ...], ...] = ((1,), (4,), (4, 4), (16, 16, 0), (3, 3, 3, 0, 0), (2,))
+BAD_BLOCKS: tuple[tuple[int, ...], ...] = ((2, 3), (4, 0, 4), (0, 4), (0,), (4, 4, 1), (1, 0, 1, 0))
+FLAGS: tuple[tuple[bool, bool], ...] = ((True, True), (True, False), (False, True), (False, False))
+
+
+def _grid(lens_set: tuple[tuple[int, ...], ...], causal: bool,
+          flags: tuple[tuple[bool, bool], ...] = FLAGS) -> Iterator[DispatchExample]:
+    """Every length pattern x capability/backend flags x query-length support x threshold."""
+    for lens in lens_set:
+        for capability, backend in flags:
+            for support in QueryLenSupport:
+                for threshold in (1, 4):
+                    seq = tuple(n + 100 if n else 0 for n in lens)
+                    yield DispatchExample(request=RoutingRequest(
+                        lens, seq, causal=causal, capability=capability, backend_non_causal=backend,
+                        decode_threshold=threshold, query_len_support=support))
+
+
+def _sys_causal(_domain: strat.Domain) -> Iterator[DispatchExample]:
+    yield from _grid(CAUSAL_GRID, causal=True)
+
+
+def _sys_missing_support(_domain: strat.Domain) -> Iterator[DispatchExample]:
+    yield from _grid(GOOD_BLOCKS + BAD_BLOCKS, causal=False, flags=FLAGS[1:])
+
+
+def _sys_bad_block(_domain: strat.Domain) -> Iterator[DispatchExample]:
+    yield from _grid(BAD_BLOCKS, causal=False, flags=FLAGS[:1])
+
+
+def _sys_good_block(_domain: strat.Domain) -> Iterator[DispatchExample]:
+    yield from _grid(GOOD_BLOCKS, causal=False, flags=FLAGS[:1])
+
+
+def _sys_valid(domain: strat.Domain) -> Iterator[DispatchExample]:
+    yield from _sys_causal(domain)
+    yield from _sys_good_block(domain)
 
 
 # -- engine calls ---------------------------------------------------------------------------
@@ -336,18 +381,18 @@ def render_dispatch_snippet(engine: Engine, law_: Law, ex: Example, violation: V
 
 # -- the laws ------------------------------------------------------------------------------
 
-def _dispatch_law(clause: str, strategy: Any, check: Any, requires: Any) -> Law:
-    return Law(clause, strategy, check, requires, example_type=DispatchExample,
+def _dispatch_law(clause: str, strategy: Any, check: Any, requires: Any, systematic: Any) -> Law:
+    return Law(clause, strategy, check, requires, systematic=systematic, example_type=DispatchExample,
                render=render_dispatch_snippet)
 
 
 DISPATCH_LAWS: tuple[Law, ...] = (
-    _dispatch_law("DISPATCH-CAUSAL-1", _causal, check_causal, needs_router),
-    _dispatch_law("DISPATCH-NONCAUSAL-1", _missing_support, check_noncausal, needs_router),
-    _dispatch_law("DISPATCH-UNIFORM-1", _bad_block, check_uniform, needs_router),
-    _dispatch_law("DISPATCH-BLOCK-1", _good_block, check_block, needs_router),
-    _dispatch_law("DISPATCH-PARTITION-1", _valid, check_partition, needs_router),
-    _dispatch_law("DISPATCH-ROWS-1", _causal, check_rows, needs_router),
-    _dispatch_law("DISPATCH-SPLIT-1", _causal, check_split, needs_router),
+    _dispatch_law("DISPATCH-CAUSAL-1", _causal, check_causal, needs_router, _sys_causal),
+    _dispatch_law("DISPATCH-NONCAUSAL-1", _missing_support, check_noncausal, needs_router, _sys_missing_support),
+    _dispatch_law("DISPATCH-UNIFORM-1", _bad_block, check_uniform, needs_router, _sys_bad_block),
+    _dispatch_law("DISPATCH-BLOCK-1", _good_block, check_block, needs_router, _sys_good_block),
+    _dispatch_law("DISPATCH-PARTITION-1", _valid, check_partition, needs_router, _sys_valid),
+    _dispatch_law("DISPATCH-ROWS-1", _causal, check_rows, needs_router, _sys_causal),
+    _dispatch_law("DISPATCH-SPLIT-1", _causal, check_split, needs_router, _sys_causal),
 )
 """Every engine-checkable clause of chapter DISPATCH, in draft order."""

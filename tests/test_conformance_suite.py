@@ -58,12 +58,9 @@ def test_every_engine_checkable_clause_has_a_law():
     assert wanted == covered
 
 
-def test_every_law_has_a_systematic_phase_or_draws_at_quick():
+def test_every_law_has_a_systematic_phase():
     for law_ in LAWS:
-        if law_.clause.startswith("DISPATCH"):
-            assert law_.systematic is None  # routing requests are drawn, 25 even at quick
-        else:
-            assert law_.systematic is not None or law_.engine_examples is not None, law_.clause
+        assert law_.systematic is not None or law_.engine_examples is not None, law_.clause
 
 
 # -- the reference --------------------------------------------------------------------------------
