@@ -391,7 +391,8 @@ def render_markdown(report: MutantsReport) -> str:
              f"--seed {report.seed} --json` (kvcontract {report.kit_version}, modes "
              f"{' + '.join(report.modes)}, {report.seconds:.0f} s). Do not edit by hand.", "",
              f"{sum(r.verdict == 'killed' for r in report.mutants)}/{len(report.mutants)} mutants killed; "
-             f"control ({report.control.engine}): {report.control.verdict}.", "",
+             f"control ({report.control.engine}): "
+             f"{'no clause fails' if report.control.verdict == 'survived' else report.control.verdict.upper()}.", "",
              "| mutant | defect | imitates | verdict | mode | first failure | killed by |",
              "|---|---|---|---|---|---|---|"]
     for r in report.mutants:
