@@ -203,7 +203,11 @@ def unify_page_sizes(specs_by_layer: Mapping[str, KVCacheSpec]) -> dict[str, KVC
                 f"page ({target} bytes) (GROUP-PAGE-1)"
             )
         elif target % page == 0 and not _pads_instead_of_scaling(spec):
-            unified[name] = dataclasses.replace(spec, block_size=spec.block_size * (target // page))
+            try:
+                unified[name] = dataclasses.replace(spec, block_size=spec.block_size * (target // page))
+            except InvalidSpec as exc:  # a padded page cannot grow past its padding
+                raise GroupingError(f"layer {name!r}: cannot grow its block size to reach {target} "
+                                    f"bytes: {exc} (GROUP-PAGE-1)") from None
         elif _may_pad(spec):
             try:
                 unified[name] = dataclasses.replace(spec, page_size_padded=target)  # type: ignore[call-arg]
