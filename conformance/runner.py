@@ -284,7 +284,9 @@ def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
 
     engine = _engine(str(args["engine"]))
     found = default_xfails(engine.name, engine.version)
-    return {"name": engine.name, "version": engine.version, "expectations": str(found) if found else None}
+    source = getattr(engine, "source_info", None)
+    return {"name": engine.name, "version": engine.version, "expectations": str(found) if found else None,
+            "source": source() if callable(source) else None}
 
 
 def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
@@ -498,6 +500,6 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
     return Report(kit_version=kvcontract.__version__, engine=info["name"], engine_version=info["version"],
                   profile=profile, seed=seed_value, modes=modes,  # type: ignore[arg-type]
                   expectations=expectations.path if expectations else None,
-                  records=records, clauses=runs, coverage=coverage,
+                  engine_source=info.get("source"), records=records, clauses=runs, coverage=coverage,
                   engine_log={m: p.log for m, p in passes.items() if p.log},
                   summary=summarize(records, time.perf_counter() - start))

@@ -19,7 +19,10 @@ import dataclasses
 import enum
 import importlib
 import os
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -55,6 +58,46 @@ ENGINE_ENUMS: dict[str, type[enum.Enum]] = {
 """vLLM enum class name -> reference enum with the same member names."""
 
 
+def use_source_tree(path: str | os.PathLike[str]) -> Path:
+    """Put a vLLM source checkout first on ``sys.path`` so that ``import vllm``
+    resolves to it (``check --engine-path DIR``). Any directory whose ``vllm/``
+    package imports with this environment's dependencies will do; compiled
+    extensions are not needed for the KV-cache code on the CPU."""
+    root = Path(path).expanduser().resolve()
+    if not (root / "vllm" / "__init__.py").is_file():
+        raise EngineUnavailable(f"{root} is not a vLLM source tree (no vllm/__init__.py)")
+    loaded = sys.modules.get("vllm")
+    if loaded is not None and not Path(getattr(loaded, "__file__", "") or "").resolve().is_relative_to(root):
+        raise EngineUnavailable(f"another vllm ({getattr(loaded, '__file__', '?')}) is already imported in "
+                                f"this process; {root} cannot replace it")
+    if str(root) not in sys.path[:1]:
+        sys.path.insert(0, str(root))
+    return root
+
+
+def git_state(root: Path) -> dict[str, str]:
+    """``path``, ``describe`` (``git describe --tags --always --dirty`` without the
+    suffix, or ``not a git tree``) and ``dirty`` (``yes`` / ``no`` / ``unknown``) of a tree."""
+    def git(*args: str) -> subprocess.CompletedProcess[str] | None:
+        try:
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    info = {"path": str(root), "describe": "not a git tree", "dirty": "unknown"}
+    inside = git("rev-parse", "--is-inside-work-tree")
+    if inside is None or inside.returncode != 0 or inside.stdout.strip() != "true":
+        return info
+    described = git("describe", "--tags", "--always")
+    if described is not None and described.returncode == 0:
+        info["describe"] = described.stdout.strip()
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".")
+    if status is not None and status.returncode == 0:
+        info["dirty"] = "yes" if status.stdout.strip() else "no"
+    return info
+
+
 class UnmappableResult(TypeError):
     """vLLM returned an object with no reference counterpart."""
 
@@ -66,14 +109,20 @@ class VllmEngine:
     error_type: type[BaseException] = AssertionError
     supports_empty_merge = False  # merge is a classmethod reached through specs[0]
 
-    def __init__(self) -> None:
+    def __init__(self, source_path: str | os.PathLike[str] | None = None) -> None:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        self.source_path = use_source_tree(source_path) if source_path is not None else None
         try:
             import torch
             import vllm
             self.interface = importlib.import_module("vllm.v1.kv_cache_interface")
         except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
             raise EngineUnavailable(f"vllm is not importable here: {type(exc).__name__}: {exc}") from None
+        if self.source_path is not None:
+            loaded = Path(getattr(vllm, "__file__", "") or "").resolve()
+            if not loaded.is_relative_to(self.source_path):
+                raise EngineUnavailable(f"import vllm found {loaded.parent}, not the source tree "
+                                        f"{self.source_path} (vllm was imported before the tree was put first)")
         self.torch = torch
         self.version = str(getattr(vllm, "__version__", "unknown"))
         self.planning = None
@@ -88,6 +137,10 @@ class VllmEngine:
         self.planning_module = getattr(self.planning, "__name__", None)
         self._router: Router | None = None
         self._router_problem: str | None = None
+
+    def source_info(self) -> dict[str, str] | None:
+        """Where the checked vLLM comes from, for a source tree (the report's ``engine_source``)."""
+        return git_state(self.source_path) if self.source_path is not None else None
 
     # -- capabilities -------------------------------------------------------
     def engine_class(self, kind: type[KVCacheSpec]) -> type | None:
@@ -278,8 +331,10 @@ class VllmEngine:
     # -- snippets -----------------------------------------------------------
     def snippet_imports(self, kinds: Sequence[type[KVCacheSpec]]) -> list[str]:
         names = sorted({k.__name__ for k in kinds})
-        lines = ["import os", 'os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")',
-                 "import torch",
+        lines = ["import os", 'os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")']
+        if self.source_path is not None:
+            lines += ["import sys", f"sys.path.insert(0, {str(self.source_path)!r})  # the checked source tree"]
+        lines += ["import torch",
                  f"from vllm.v1.kv_cache_interface import {', '.join(names)}"]
 
         def has_field(name: str) -> bool:
