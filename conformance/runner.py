@@ -357,6 +357,11 @@ class Pass:
     def run(self) -> None:
         try:
             for index, clause in enumerate(self.clauses, 1):
+                if not self.worker.alive():
+                    # Load the engine first, under the load limit: importing an engine (a
+                    # source tree compiling its .pyc) may take longer than one example may.
+                    self.worker.run("kvcontract.conformance.runner:engine_info_task",
+                                    {"engine": self.engine_name}, timeout=ENGINE_LOAD_TIMEOUT_S)
                 self._say(f"[{self.mode} {index}/{len(self.clauses)}] {clause} ...")
                 result = self.worker.run(
                     "kvcontract.conformance.runner:law_task",

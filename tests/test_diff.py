@@ -35,8 +35,8 @@ def report(*records: dict[str, Any], **header: Any) -> dict[str, Any]:
 
 
 BASE = report(
-    record("MERGE-FIELDS-1", "fail", "dropped:MLAAttentionSpec:is_draft"),
-    record("MERGE-FIELDS-1", "fail", "dropped:MLAAttentionSpec:alignment"),
+    record("MERGE-ANNOTATION-1", "fail", "dropped:MLAAttentionSpec:is_draft"),
+    record("MERGE-ANNOTATION-1", "fail", "dropped:MLAAttentionSpec:alignment"),
     record("MERGE-IDENTITY-1", "xfail", "raised:SinkFullAttentionSpec"),
     record("GROUP-PAGE-1", "pass"),
     record("ERROR-TYPE-1", "error", "kit-error:TypeError"),
@@ -57,15 +57,15 @@ def test_present_statuses_are_documented_and_exclude_xpass() -> None:
 
 def test_classifies_new_fixed_unchanged_by_clause_mode_signature() -> None:
     head = report(
-        record("MERGE-FIELDS-1", "fail", "dropped:MLAAttentionSpec:is_draft"),  # unchanged
-        record("MERGE-FIELDS-1", "fail", "dropped:MLAAttentionSpec:non_causal_multi_token_decode"),  # new
-        record("MERGE-FIELDS-1", "fail", "dropped:MLAAttentionSpec:is_draft", mode="optimized"),  # new mode
+        record("MERGE-ANNOTATION-1", "fail", "dropped:MLAAttentionSpec:is_draft"),  # unchanged
+        record("MERGE-ANNOTATION-1", "fail", "dropped:MLAAttentionSpec:non_causal_multi_token_decode"),  # new
+        record("MERGE-ANNOTATION-1", "fail", "dropped:MLAAttentionSpec:is_draft", mode="optimized"),  # new mode
         record("MERGE-IDENTITY-1", "xpass", "raised:SinkFullAttentionSpec"),  # fixed (xpass = gone)
         record("GROUP-PAGE-1", "pass"),
         record("ERROR-TYPE-1", "error", "kit-error:TypeError"),  # unchanged
         record("DISPATCH-CAUSAL-1", "skip", message="no router"),
     )
-    base = dict(BASE, records=[*BASE["records"], record("MERGE-FIELDS-1", "pass", mode="optimized")])
+    base = dict(BASE, records=[*BASE["records"], record("MERGE-ANNOTATION-1", "pass", mode="optimized")])
     result = compare(base, head)
     assert [(f.mode, f.signature) for f in result.new] == [
         ("normal", "dropped:MLAAttentionSpec:non_causal_multi_token_decode"),
@@ -79,8 +79,8 @@ def test_classifies_new_fixed_unchanged_by_clause_mode_signature() -> None:
 
 def test_xfail_and_fail_of_the_same_signature_are_the_same_finding() -> None:
     head = report(record("MERGE-IDENTITY-1", "fail", "raised:SinkFullAttentionSpec"),
-                  record("MERGE-FIELDS-1", "fail", "dropped:MLAAttentionSpec:is_draft"),
-                  record("MERGE-FIELDS-1", "fail", "dropped:MLAAttentionSpec:alignment"),
+                  record("MERGE-ANNOTATION-1", "fail", "dropped:MLAAttentionSpec:is_draft"),
+                  record("MERGE-ANNOTATION-1", "fail", "dropped:MLAAttentionSpec:alignment"),
                   record("ERROR-TYPE-1", "error", "kit-error:TypeError"))
     result = compare(BASE, head)
     assert result.new == [] and result.fixed == [] and len(result.unchanged) == 4
@@ -88,7 +88,7 @@ def test_xfail_and_fail_of_the_same_signature_are_the_same_finding() -> None:
 
 
 def test_only_fixed_findings_exit_0() -> None:
-    head = report(record("MERGE-FIELDS-1", "pass"), record("MERGE-IDENTITY-1", "pass"),
+    head = report(record("MERGE-ANNOTATION-1", "pass"), record("MERGE-IDENTITY-1", "pass"),
                   record("ERROR-TYPE-1", "pass"))
     result = compare(BASE, head)
     assert result.exit_code == 0 and len(result.fixed) == 4 and not result.new
@@ -105,10 +105,10 @@ def test_a_clause_judged_on_one_side_only_is_not_compared() -> None:
 
 
 def test_new_finding_is_rendered_with_message_and_repro() -> None:
-    head = report(*BASE["records"], record("MERGE-FIELDS-1", "fail", "dropped:X:y", message="merge dropped y",
+    head = report(*BASE["records"], record("MERGE-ANNOTATION-1", "fail", "dropped:X:y", message="merge dropped y",
                                            snippet="spec = X(y=1)\nprint(spec.merge([spec]))"))
     text = render(compare(BASE, head))
-    assert "=== NEW MERGE-FIELDS-1 [normal] [dropped:X:y]" in text
+    assert "=== NEW MERGE-ANNOTATION-1 [normal] [dropped:X:y]" in text
     assert "merge dropped y" in text and "--- repro ---" in text and "print(spec.merge([spec]))" in text
     assert "result: 1 new finding(s) by subject, 1 new record(s)" in text
 
@@ -149,7 +149,7 @@ def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_apply_baseline_takes_a_report_model(tmp_path: Path) -> None:
     from kvcontract.conformance.report import Record, Report, summarize
 
-    records = [Record(clause="MERGE-FIELDS-1", title="t", level="MUST", mode="normal", status="fail",
+    records = [Record(clause="MERGE-ANNOTATION-1", title="t", level="MUST", mode="normal", status="fail",
                       signature="dropped:MLAAttentionSpec:is_draft")]
     fresh = Report(kit_version="0", engine="vllm", engine_version="0.34.0", profile="quick", seed=0,
                    modes=["normal"], records=records, summary=summarize(records, 0.0))
