@@ -53,6 +53,11 @@ ENUM_HOMES = (
 enums a release uses are read from its spec classes' field annotations
 (:meth:`VllmEngine.field_types`); a release whose field holds a plain ``str``
 (``MambaSpec.mamba_type`` before 0.28) gets the reference value's string."""
+ENGINE_ONLY_VALUES: dict[str, Any] = {"use_mla": False}
+"""Required fields of older releases with no contract counterpart, and the value
+every kind that maps by name has: before 0.11.0 MLA was ``FullAttentionSpec(use_mla=True)``,
+not a class, so the contract's ``MLAAttentionSpec`` is "no such kind" there and every
+kind that does map is a non-MLA one."""
 REF_ENUM_OF_ENGINE = {"KVQuantMode": "KVQuantMode", "SparseCacheRole": "SparseCacheRole",
                       "MambaAttentionBackendEnum": "MambaType"}
 """vLLM enum class name -> reference value type name."""
@@ -375,9 +380,26 @@ class VllmEngine:
         """``(engine type, value)`` the release accepts and the reference lacks."""
         return self._mapped()[1]
 
+    def _required_extras(self, kind: type[KVCacheSpec]) -> list[str]:
+        """Required fields of the release's class that the contract has no value for
+        (neither a reference field nor in :data:`ENGINE_ONLY_VALUES`)."""
+        cls = self.engine_class(kind)
+        if cls is None:
+            return []
+        ours = {f.name for f in dataclasses.fields(kind)}
+        return [f.name for f in dataclasses.fields(cls)
+                if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                and f.name not in ours and f.name not in ENGINE_ONLY_VALUES]
+
     def unsupported_kinds(self) -> Mapping[type[KVCacheSpec], str]:
-        return {k: f"vllm {self.version} has no {k.__name__}" for k in SPEC_KINDS
-                if self.engine_class(k) is None}
+        out: dict[type[KVCacheSpec], str] = {}
+        for k in SPEC_KINDS:
+            if self.engine_class(k) is None:
+                out[k] = f"vllm {self.version} has no {k.__name__}"
+            elif extras := self._required_extras(k):
+                out[k] = (f"vllm {self.version}'s {k.__name__} requires {', '.join(extras)}, which the "
+                          "contract has no value for")
+        return out
 
     def _string_valued(self) -> set[str]:
         """Reference value types that some engine field holds as a plain ``str``."""
@@ -465,6 +487,9 @@ class VllmEngine:
         hints = self.field_types(cls)
         kwargs = {f.name: self._to_value(getattr(spec, f.name), hints.get(f.name))
                   for f in dataclasses.fields(spec) if f.name in have}
+        for name, value in ENGINE_ONLY_VALUES.items():
+            if name in have and name not in kwargs:
+                kwargs[name] = value
         return cls(**kwargs)
 
     def from_engine(self, obj: Any) -> KVCacheSpec:
