@@ -53,6 +53,8 @@ ENUM_HOMES = (
 enums a release uses are read from its spec classes' field annotations
 (:meth:`VllmEngine.field_types`); a release whose field holds a plain ``str``
 (``MambaSpec.mamba_type`` before 0.28) gets the reference value's string."""
+SPEC_BASE_NAMES = ("KVCacheSpec", "KVCacheSpecBase")
+"""The base spec class (0.7.x: ``KVCacheSpecBase``; ``KVCacheSpec`` was a dict alias there)."""
 ENGINE_ONLY_VALUES: dict[str, Any] = {"use_mla": False}
 """Required fields of older releases with no contract counterpart, and the value
 every kind that maps by name has: before 0.11.0 MLA was ``FullAttentionSpec(use_mla=True)``,
@@ -253,7 +255,12 @@ class VllmEngine:
     def spec_classes(self) -> list[type]:
         """``KVCacheSpec`` and every dataclass subclass of it, transitively, that
         the loaded modules define (ROLE-COVER-1): introspection, not a list."""
-        return spec_subclasses(self.interface.KVCacheSpec)
+        base = next((c for c in (getattr(self.interface, n, None) for n in SPEC_BASE_NAMES)
+                     if isinstance(c, type)), None)
+        if base is None:
+            raise EngineUnavailable(f"vllm {self.version}'s kv_cache_interface defines none of "
+                                    f"{', '.join(SPEC_BASE_NAMES)} as a class")
+        return spec_subclasses(base)
 
     def field_types(self, cls: type) -> dict[str, Any]:
         """The release's annotation of each field of ``cls``, resolved (``typing.get_type_hints``);

@@ -306,7 +306,7 @@ def check_release(version: str, python: str, root: Path, profile: str, seed: int
     out["adapter"] = adapter_shape(python, env_dir)
     REPORTS.mkdir(parents=True, exist_ok=True)
     target = REPORTS / f"{version}.json"
-    partial = REPORTS / f".{version}.json.partial"
+    partial = env_dir / "check.json"  # the full report (snippets, witnesses) stays with the environment
     cmd = [python, "-m", "kvcontract", "check", "--engine", "vllm", "--engine-path", str(env_dir / "tree"),
            "--no-xfails", "--profile", profile, "--seed", str(seed), "--json", str(partial), "--quiet"]
     log = env_dir / "check.log"
@@ -317,9 +317,23 @@ def check_release(version: str, python: str, root: Path, profile: str, seed: int
     if proc.returncode not in (0, 1) or not partial.exists():
         out["skipped"] = f"the check exited with {proc.returncode}; see {log}"
         return out
-    partial.replace(target)
-    report = json.loads(target.read_text())
+    report = json.loads(partial.read_text())
+    target.write_text(json.dumps(slim(report), indent=1) + "\n")
     out["counts"] = report["summary"]["counts"]
+    return out
+
+
+SLIM_RECORD = ("clause", "mode", "status", "signature", "title", "level", "examples", "where")
+SLIM_MESSAGE = 240
+
+
+def slim(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report as the history keeps it: header, summary and each record's identity and
+    message (repro snippets and witnesses stay in ``<env>/check.json``; re-run the
+    release's check to get them)."""
+    out = {k: v for k, v in report.items() if k not in ("records", "clauses", "coverage", "engine_log")}
+    out["records"] = [{**{k: r[k] for k in SLIM_RECORD if k in r},
+                       "message": (r.get("message") or "")[:SLIM_MESSAGE]} for r in report["records"]]
     return out
 
 
