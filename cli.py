@@ -21,6 +21,7 @@ from kvcontract.usage import UsageError
 # engine) never slow down or break the others.
 VERB_MODULES: tuple[str, ...] = (
     "kvcontract.conformance.check_cli",
+    "kvcontract.conformance.diff_cli",
     "kvcontract.conformance.coverage_cli",
     "kvcontract.conformance.symbolic_cli",
     "kvcontract.conformance.mutants_cli",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
-from kvcontract.conformance.engine import UnknownEngine
+from kvcontract.conformance.diff import apply_baseline, read_report
+from kvcontract.conformance.diff import render as render_diff
+from kvcontract.conformance.engine import SOURCE_SEPARATOR, UnknownEngine
 from kvcontract.conformance.report import render_table, write_json, write_junit
 from kvcontract.conformance.runner import (
     CLAUSE_TIMEOUT_S,
@@ -31,6 +34,10 @@ def register(subparsers: Any) -> None:
     check.add_argument("--engine", required=True,
                        help="builtin name (see `kvcontract engines`), mutant:<name>, an installed "
                             "entry point (group kvcontract.engines), or package.module:factory")
+    check.add_argument("--engine-path", metavar="DIR",
+                       help="check the engine from a source checkout: DIR holds its package (for vllm: "
+                            "DIR/vllm/__init__.py), imported with this environment's dependencies; the "
+                            "report records DIR, git describe and whether the tree is dirty")
     check.add_argument("--profile", default="default", choices=sorted(PROFILES),
                        help="quick: the systematic phase only; default: +100 random examples per "
                             "clause; thorough: +1000 (default: default)")
@@ -49,6 +56,9 @@ def register(subparsers: Any) -> None:
                        help="seconds one example may run without progress before the engine counts "
                             f"as hung (default {EXAMPLE_TIMEOUT_S:g})")
     check.add_argument("--quiet", action="store_true", help="no progress lines")
+    check.add_argument("--baseline", metavar="BASE.json",
+                       help="compare with a previous report (e.g. of the merge base): classify findings "
+                            "new / fixed / unchanged; exit 1 only when one is new")
     check.set_defaults(func=run)
     engines = subparsers.add_parser("engines", help="list the engines available here, with versions",
                                     description="List the builtin and installed engines, each loaded in a "
@@ -73,9 +83,15 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"no law for clause(s) {', '.join(sorted(unknown))}")
     if args.clause_timeout <= 0 or args.example_timeout <= 0:
         raise UsageError("--clause-timeout and --example-timeout must be positive")
+    baseline = read_report(args.baseline) if args.baseline else None  # a bad file fails before the run
+    engine = args.engine
+    if args.engine_path:
+        if not Path(args.engine_path).is_dir():
+            raise UsageError(f"--engine-path {args.engine_path}: no such directory")
+        engine = f"{args.engine}{SOURCE_SEPARATOR}{Path(args.engine_path).resolve()}"
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
-        report = run_check(args.engine, profile=args.profile, seed_value=args.seed, optimize=args.optimize,
+        report = run_check(engine, profile=args.profile, seed_value=args.seed, optimize=args.optimize,
                            xfails=args.xfails, use_default_xfails=not args.no_xfails, clauses=clauses,
                            progress=progress, clause_timeout=args.clause_timeout,
                            example_timeout=args.example_timeout)
@@ -91,6 +107,10 @@ def run(args: argparse.Namespace) -> int:
     if not report.clauses:
         print("error: no clause was run", file=sys.stderr)
         return 1
+    if baseline is not None:
+        delta = apply_baseline(report, args.baseline, base=baseline)
+        print("\n" + render_diff(delta))
+        return delta.exit_code
     return 0 if report.ok else 1
 
 

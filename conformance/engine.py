@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -159,19 +160,42 @@ def engine_names() -> list[str]:
     return [*BUILTIN_ENGINES, *(n for n in installed_engines() if n not in BUILTIN_ENGINES)]
 
 
+SOURCE_SEPARATOR = "@"
+"""``NAME@DIR``: engine ``NAME`` loaded from the source tree ``DIR`` (``check --engine-path``)."""
+
+
+def split_source(name: str) -> tuple[str, str | None]:
+    """``"vllm@/src/vllm"`` -> ``("vllm", "/src/vllm")``; a name without a tree -> ``(name, None)``."""
+    engine, sep, path = name.partition(SOURCE_SEPARATOR)
+    return (engine, path) if sep and path else (name, None)
+
+
 def load_engine(name: str) -> Engine:
     """The engine called ``name``: a builtin, an installed entry point, or
-    ``package.module:factory``. (Mutant names resolve in
+    ``package.module:factory``; ``NAME@DIR`` loads it from the source tree
+    ``DIR`` (its factory takes ``source_path``). (Mutant names resolve in
     :mod:`kvcontract.conformance.registry`, which the command lines use.)
 
     Raises :class:`UnknownEngine` for a name that is none of these, and
     :class:`EngineUnavailable` when the engine cannot be loaded here.
     """
+    name, source = split_source(name)
     target = BUILTIN_ENGINES.get(name) or installed_engines().get(name) or name
     if ":" not in target:
         known = ", ".join(engine_names())
         raise UnknownEngine(f"unknown engine {name!r}; known: {known}, or package.module:factory")
-    engine = _load_factory(target)()
+    factory = _load_factory(target)
+    if source is None:
+        engine = factory()
+    else:
+        try:
+            takes_source = "source_path" in inspect.signature(factory).parameters
+        except (TypeError, ValueError):
+            takes_source = False
+        if not takes_source:
+            raise UnknownEngine(f"engine {name!r} cannot be loaded from a source tree "
+                                f"({target} takes no source_path)")
+        engine = factory(source_path=source)  # type: ignore[call-arg]
     if not isinstance(engine, Engine):
         raise UnknownEngine(f"engine {name!r}: {target} did not return an Engine")
     return engine

@@ -82,6 +82,9 @@ class Report(ReportHeader):
     kind: str = "check"
     modes: list[Mode]
     expectations: str | None = None
+    engine_source: dict[str, str] | None = None
+    """For an engine checked from a source tree: ``path``, ``describe`` (``git
+    describe --tags --always``, or ``not a git tree``) and ``dirty`` (yes/no/unknown)."""
     records: list[Record]
     clauses: list[ClauseRun] = []
     coverage: dict[str, list[str]] = {}
@@ -158,6 +161,8 @@ def render_table(report: Report) -> str:
               f"{'pairs':>9} {'time':>7}")
     lines = [f"kvcontract check: {report.engine} {report.engine_version} "
              f"(profile {report.profile}, seed {report.seed})"]
+    if report.engine_source:
+        lines.append("source: " + ", ".join(f"{k} {v}" for k, v in report.engine_source.items()))
     if report.expectations:
         lines.append(f"expectations: {report.expectations}")
     if report.coverage_summary:

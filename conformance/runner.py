@@ -291,8 +291,9 @@ def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
 
     engine = _engine(str(args["engine"]))
     found = default_xfails(engine.name, engine.version)
+    source = getattr(engine, "source_info", None)
     return {"name": engine.name, "version": engine.version, "expectations": str(found) if found else None,
-            "coverage_summary": coverage_summary(engine)}
+            "coverage_summary": coverage_summary(engine), "source": source() if callable(source) else None}
 
 
 def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
@@ -369,6 +370,11 @@ class Pass:
                 self._say(f"[{self.mode}] loading {self.engine_name} ...")
                 self.info()  # the engine's import is not an example: it gets its own time limit
             for index, clause in enumerate(self.clauses, 1):
+                if not self.worker.alive():
+                    # Load the engine first, under the load limit: importing an engine (a
+                    # source tree compiling its .pyc) may take longer than one example may.
+                    self.worker.run("kvcontract.conformance.runner:engine_info_task",
+                                    {"engine": self.engine_name}, timeout=ENGINE_LOAD_TIMEOUT_S)
                 self._say(f"[{self.mode} {index}/{len(self.clauses)}] {clause} ...")
                 result = self.worker.run(
                     "kvcontract.conformance.runner:law_task",
@@ -512,7 +518,7 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
     return Report(kit_version=kvcontract.__version__, engine=info["name"], engine_version=info["version"],
                   profile=profile, seed=seed_value, modes=modes,  # type: ignore[arg-type]
                   expectations=expectations.path if expectations else None,
-                  records=records, clauses=runs, coverage=coverage,
+                  engine_source=info.get("source"), records=records, clauses=runs, coverage=coverage,
                   coverage_summary=str(info.get("coverage_summary", "")),
                   engine_log={m: p.log for m, p in passes.items() if p.log},
                   summary=summarize(records, time.perf_counter() - start))

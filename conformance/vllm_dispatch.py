@@ -32,10 +32,43 @@ from types import SimpleNamespace
 from typing import Any
 
 from kvcontract.conformance.engine import EngineUnavailable
+from kvcontract.conformance.model import KitFailure
+from kvcontract.conformance.vllm_engine import StrictConfig
+from kvcontract.conformance.worker import last_frame
 from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
 
-BUILDER_MODULE = "vllm.model_executor.layers.attention.mla_attention"
-PINNED_FLAG_MODULES = (BUILDER_MODULE, "vllm.utils.torch_utils", "vllm.v1.attention.backends.utils")
+BUILDER_MODULES = ("vllm.model_executor.layers.attention.mla_attention", "vllm.v1.attention.backends.mla.common")
+"""Where a release keeps ``MLACommonMetadataBuilder`` (the first that imports and has it)."""
+BUILDER_MODULE = BUILDER_MODULES[0]
+PINNED_FLAG_MODULES = ("vllm.utils.torch_utils", "vllm.v1.attention.backends.utils", "vllm.utils")
+BUILDER_NEEDS = ("QueryLenSupport", "MLACommonMetadataBuilder")
+"""What the builder's module must define for the adapter to drive it."""
+CAPABILITY = "supports_non_causal_multi_token_decode"
+"""The builder's class variable for the non-causal multi-token decode capability (DISPATCH)."""
+
+
+METADATA_MODULES = ("vllm.v1.attention.backend", "vllm.v1.attention.backends.utils")
+"""Where a release keeps ``CommonAttentionMetadata``."""
+
+
+def _maybe_import(name: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _accepted(cls: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments a release's dataclass takes (its fields vary by release);
+    a required field missing here makes the constructor raise, which the probe reports."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(cls):
+        return values
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    return {k: v for k, v in values.items() if k in names}
 
 
 def _import_vllm() -> tuple[Any, Any, Any, Any]:
@@ -52,14 +85,29 @@ def _import_vllm() -> tuple[Any, Any, Any, Any]:
         previous = {name: os.environ.get(name) for name in wanted}
         os.environ.update(wanted)
         try:
-            mla = importlib.import_module(BUILDER_MODULE)
+            mla, problems = None, []
+            for name in BUILDER_MODULES:
+                try:
+                    candidate = importlib.import_module(name)
+                except ImportError as exc:
+                    problems.append(f"{name}: {type(exc).__name__}: {exc}")
+                    continue
+                if hasattr(candidate, "MLACommonMetadataBuilder"):
+                    mla = candidate
+                    break
+                problems.append(f"{name} has no MLACommonMetadataBuilder")
+            if mla is None:
+                raise ImportError("; ".join(problems))
         finally:
             for name, value in previous.items():
                 if value is None:
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
-        backend = importlib.import_module("vllm.v1.attention.backend")
+        backend = next((m for m in (_maybe_import(n) for n in METADATA_MODULES)
+                        if m is not None and hasattr(m, "CommonAttentionMetadata")), None)
+        if backend is None:
+            raise ImportError(f"no CommonAttentionMetadata in {', '.join(METADATA_MODULES)}")
         interface = importlib.import_module("vllm.v1.kv_cache_interface")
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
         raise EngineUnavailable(f"vLLM's MLA metadata builder is not importable here: "
@@ -67,25 +115,50 @@ def _import_vllm() -> tuple[Any, Any, Any, Any]:
     return torch, mla, backend, interface
 
 
-SUPPORTED_VERSIONS = ("0.34.0",)
-"""vLLM releases whose MLA metadata builder this adapter knows how to build."""
+class RouterUnavailable(KitFailure):
+    """This release's MLA metadata builder cannot be driven by the adapter (the reason says why)."""
+
+
+def _strict(value: Any, path: str = "") -> Any:
+    """A config namespace whose unknown attributes raise :class:`ConfigGap` (never a finding)."""
+    if isinstance(value, SimpleNamespace):
+        return StrictConfig(path, {k: _strict(v, f"{path}{k}.") for k, v in vars(value).items()})
+    return value
 
 
 class VllmRouter:
-    """Routes a :class:`RoutingRequest` with vLLM's ``MLACommonMetadataBuilder.build``."""
+    """Routes a :class:`RoutingRequest` with vLLM's ``MLACommonMetadataBuilder.build``.
+
+    Release-independent by discovery: the builder's module is whichever of
+    :data:`BUILDER_MODULES` defines it; it must define ``QueryLenSupport`` and the
+    builder the ``supports_non_causal_multi_token_decode`` capability (else
+    :class:`RouterUnavailable` names what is missing); the config is strict (a read
+    of an attribute the recipe does not give is a :class:`ConfigGap`, the kit's); and
+    one causal decode is routed on construction, so a release the recipe does not
+    fit is unavailable with that call's exception, not a finding.
+    """
 
     def __init__(self) -> None:
         self.torch, self.mla, self.backend, self.interface = _import_vllm()
         import vllm
 
         self.version = str(getattr(vllm, "__version__", "unknown"))
-        if self.version not in SUPPORTED_VERSIONS:
-            # The builder's constructor and its config needs change between releases;
-            # driving another release with 0.34.0's recipe fails in the adapter, which
-            # would read as a finding.
-            raise RuntimeError(f"the routing adapter drives vLLM {', '.join(SUPPORTED_VERSIONS)}'s "
-                               f"MLA metadata builder; vLLM {self.version} is not supported")
+        lacking = [n for n in BUILDER_NEEDS if not hasattr(self.mla, n)]
+        if not lacking and not hasattr(self.mla.MLACommonMetadataBuilder, CAPABILITY):
+            lacking.append(f"MLACommonMetadataBuilder.{CAPABILITY}")
+        if lacking:
+            raise RouterUnavailable(f"vllm {self.version}'s {self.mla.__name__} has no {', '.join(lacking)}")
         self._builders: dict[tuple[Any, ...], Any] = {}
+        probe = RoutingRequest(query_lens=(1,), seq_lens=(8,), causal=True,
+                               query_len_support=QueryLenSupport.UNIFORM, backend_non_causal=False,
+                               capability=False, decode_threshold=1)
+        try:
+            self.route(probe)
+        except Exception as exc:  # noqa: BLE001 - the recipe does not fit this release
+            self._builders.clear()
+            raise RouterUnavailable(f"vllm {self.version}: routing one causal decode with the adapter's "
+                                    f"builder recipe raised {type(exc).__name__}: {exc} "
+                                    f"(at {last_frame(exc)})") from None
 
     @contextlib.contextmanager
     def _no_pinned_memory(self) -> Iterator[None]:
@@ -94,7 +167,12 @@ class VllmRouter:
             return
         import importlib
 
-        modules = [importlib.import_module(m) for m in PINNED_FLAG_MODULES]
+        modules = [self.mla]
+        for name in PINNED_FLAG_MODULES:
+            try:
+                modules.append(importlib.import_module(name))
+            except ImportError:
+                continue
         saved = [getattr(m, "PIN_MEMORY", None) for m in modules]
         for m in modules:
             if hasattr(m, "PIN_MEMORY"):
@@ -122,14 +200,14 @@ class VllmRouter:
                                qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
                                prefill_backend=SimpleNamespace(clone=clone))
 
-    def config(self, decode_threshold: int, context: dict[str, Any]) -> SimpleNamespace:
+    def config(self, decode_threshold: int, context: dict[str, Any]) -> Any:
         """The part of a VllmConfig the builder reads: speculative tokens give the threshold."""
         torch = self.torch
         speculative = None
         if decode_threshold > 1:
             speculative = SimpleNamespace(method="dspark", num_speculative_tokens=decode_threshold - 1,
-                                          max_num_new_slots_for_drafting=0)
-        return SimpleNamespace(
+                                          max_num_new_slots_for_drafting=0, parallel_drafting=False)
+        return _strict(SimpleNamespace(
             speculative_config=speculative,
             parallel_config=SimpleNamespace(decode_context_parallel_size=1, prefill_context_parallel_size=1,
                                             cp_kv_cache_interleave_size=1),
@@ -140,7 +218,7 @@ class VllmRouter:
             scheduler_config=SimpleNamespace(max_num_seqs=8),
             attention_config=SimpleNamespace(use_prefill_query_quantization=False,
                                              trtllm_ragged_backend=None),
-        )
+        ))
 
     def builder(self, request: RoutingRequest) -> Any:
         """vLLM's builder for the request's group and backend, constructed through ``__init__``."""
@@ -149,9 +227,10 @@ class VllmRouter:
         if key not in self._builders:
             context = {"target": self._layer(False), "draft": self._layer(True)}
             layer_names = ["target", "draft"] if request.capability else ["target"]
-            spec = self.interface.MLAAttentionSpec(
+            mla_spec = self.interface.MLAAttentionSpec
+            spec = mla_spec(**_accepted(mla_spec, dict(
                 block_size=16, num_kv_heads=1, head_size=576, dtype=self.torch.bfloat16, dcp_sharded=False,
-                non_causal_multi_token_decode=request.capability)
+                non_causal_multi_token_decode=request.capability)))
             cls = self.builder_class(request.query_len_support, request.backend_non_causal)
             with self._no_pinned_memory():
                 self._builders[key] = cls(spec, layer_names, self.config(request.decode_threshold, context),
@@ -167,14 +246,16 @@ class VllmRouter:
         num_reqs, num_tokens = request.num_reqs, starts[-1]
         max_pages = max(1, *(-(-s // 16) for s in request.seq_lens))
         seq_lens = torch.tensor(request.seq_lens, dtype=torch.int32)
-        return self.backend.CommonAttentionMetadata(
+        metadata = self.backend.CommonAttentionMetadata
+        return metadata(**_accepted(metadata, dict(
             query_start_loc=torch.tensor(starts, dtype=torch.int32),
             query_start_loc_cpu=torch.tensor(starts, dtype=torch.int32),
             seq_lens=seq_lens, num_reqs=num_reqs, num_actual_tokens=num_tokens,
             max_query_len=max(request.query_lens), max_seq_len=max(request.seq_lens),
             block_table_tensor=torch.zeros((num_reqs, max_pages), dtype=torch.int32),
             slot_mapping=torch.arange(num_tokens), causal=request.causal,
-            seq_lens_cpu_upper_bound=seq_lens.clone())
+            seq_lens_cpu_upper_bound=seq_lens.clone(), seq_lens_cpu=seq_lens.clone(),
+            num_computed_tokens_cpu=seq_lens - torch.tensor(request.query_lens, dtype=torch.int32))))
 
     def route(self, request: RoutingRequest) -> Routing:
         """vLLM's routing of ``request``; vLLM's exceptions propagate (DISPATCH-NONCAUSAL-1)."""

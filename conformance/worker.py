@@ -137,6 +137,10 @@ class Worker:
                 except OSError:
                     pass
 
+    def alive(self) -> bool:
+        """Whether a worker process is running (tasks reuse it)."""
+        return self._proc is not None and self._proc.poll() is None
+
     def close(self) -> None:
         """Stop the worker (it exits when its stdin closes) and drop the log."""
         proc = self._proc

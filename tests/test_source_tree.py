@@ -1,0 +1,121 @@
+"""Checking a vLLM source checkout (``check --engine-path DIR``) and gating a change on it.
+
+The slow test builds two source trees from the installed vLLM's Python files
+(compiled extensions left out: the KV-cache code does not need them on the
+CPU), puts the seed's regression into one — ``MLAAttentionSpec.merge`` takes
+``non_causal_multi_token_decode`` from ``specs[0]`` instead of ``any(...)`` —
+and gates it with ``check --baseline`` against the unmodified tree's report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvcontract.conformance.engine import (
+    EngineUnavailable,
+    UnknownEngine,
+    load_engine,
+    split_source,
+)
+from kvcontract.conformance.vllm_engine import git_state, use_source_tree
+
+REPO = Path(__file__).resolve().parent.parent
+NOT_NEEDED = ("*.so", "__pycache__", "*.h", "*.hpp", "*.cuh", "*.cu", "*.inl", "*.cpp", "*.js", "vllm-rs")
+"""What a source tree built from the wheel leaves out: compiled code and C++/CUDA sources."""
+UNION = """            non_causal_multi_token_decode=any(
+                spec.non_causal_multi_token_decode for spec in specs
+            ),"""
+REGRESSION = "            non_causal_multi_token_decode=specs[0].non_causal_multi_token_decode,"
+
+
+def test_split_source() -> None:
+    assert split_source("vllm@/src/vllm") == ("vllm", "/src/vllm")
+    assert split_source("vllm") == ("vllm", None)
+    assert split_source("pkg.mod:factory") == ("pkg.mod:factory", None)
+
+
+def test_a_directory_without_a_vllm_package_is_not_a_tree(tmp_path: Path) -> None:
+    with pytest.raises(EngineUnavailable, match="not a vLLM source tree"):
+        use_source_tree(tmp_path)
+
+
+def test_an_engine_without_source_path_refuses_a_tree(tmp_path: Path) -> None:
+    with pytest.raises(UnknownEngine, match="cannot be loaded from a source tree"):
+        load_engine(f"reference@{tmp_path}")
+
+
+def test_git_state_of_a_plain_directory_and_of_a_dirty_checkout(tmp_path: Path) -> None:
+    assert git_state(tmp_path) == {"path": str(tmp_path), "describe": "not a git tree", "dirty": "unknown"}
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    (tmp_path / "f.py").write_text("x = 1\n")
+    for cmd in (["init", "-q"], ["add", "f.py"], ["commit", "-qm", "one"], ["tag", "v0.1"]):
+        subprocess.run(["git", "-C", str(tmp_path), *cmd], check=True, env=env)
+    assert git_state(tmp_path) == {"path": str(tmp_path), "describe": "v0.1", "dirty": "no"}
+    (tmp_path / "f.py").write_text("x = 2\n")
+    assert git_state(tmp_path)["dirty"] == "yes"
+
+
+def _installed_vllm() -> Path:
+    proc = subprocess.run([sys.executable, "-c", "import importlib.util as u; print(u.find_spec('vllm').origin)"],
+                          capture_output=True, text=True, cwd="/")
+    if proc.returncode != 0 or not proc.stdout.strip() or proc.stdout.strip() == "None":
+        pytest.skip("vLLM is not installed in this environment")
+    return Path(proc.stdout.strip()).parent
+
+
+def _tree(root: Path, installed: Path, regression: bool) -> Path:
+    shutil.copytree(installed, root / "vllm", ignore=shutil.ignore_patterns(*NOT_NEEDED))
+    if regression:
+        path = root / "vllm" / "v1" / "kv_cache_interface.py"
+        text = path.read_text()
+        start = text.index("class MLAAttentionSpec(")
+        at = text.index(UNION, start)
+        end = text.index("\nclass ", start + 1)
+        if at > end:
+            pytest.skip("this vLLM's MLAAttentionSpec.merge does not union non_causal_multi_token_decode")
+        path.write_text(text[:at] + REGRESSION + text[at + len(UNION):])
+    return root
+
+
+def _check(tree: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", VLLM_LOGGING_LEVEL="ERROR",
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "kvcontract", "check", "--engine", "vllm", "--engine-path", str(tree),
+           "--profile", "quick", "--optimize", "off", "--no-xfails", "--quiet", "--json", str(out), *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree, timeout=900)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_check_baseline_names_the_one_new_finding_of_a_regression(tmp_path: Path) -> None:
+    installed = _installed_vllm()
+    base_tree = _tree(tmp_path / "base", installed, regression=False)
+    head_tree = _tree(tmp_path / "head", installed, regression=True)
+    base_json = tmp_path / "base.json"
+    first = _check(base_tree, base_json)
+    assert first.returncode in (0, 1), first.stderr[-3000:]
+    base = json.loads(base_json.read_text())
+    assert base["engine_source"] == {"path": str(base_tree.resolve()), "describe": "not a git tree",
+                                     "dirty": "unknown"}
+
+    head = _check(head_tree, tmp_path / "head.json", "--baseline", str(base_json))
+    assert head.returncode == 1, head.stdout[-3000:] + head.stderr[-3000:]
+    assert "new findings by subject (1):" in head.stdout
+    assert "  field non_causal_multi_token_decode:" in head.stdout
+    new = [line for line in head.stdout.splitlines() if line.startswith("=== NEW ")]
+    assert new and all("non_causal_multi_token_decode" in line for line in new), new
+    assert str(head_tree.resolve()) in head.stdout  # the repro imports the checked tree
+
+    same = _check(base_tree, tmp_path / "again.json", "--baseline", str(base_json))
+    assert same.returncode == 0, same.stdout[-3000:]
+    assert "result: nothing new" in same.stdout

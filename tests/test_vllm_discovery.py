@@ -1,0 +1,138 @@
+"""The vLLM adapter discovers what a release has: grouping's config needs, enums, routing entry points.
+
+The fast tests drive the discovery code against stand-ins for a release's
+planning module; the ``vllm`` tests run it on the installed release.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import pytest
+
+from kvcontract.conformance.model import KitFailure
+from kvcontract.conformance.vllm_engine import (
+    NEUTRAL_CONFIG,
+    ConfigGap,
+    GroupingUnavailable,
+    StrictConfig,
+    VllmEngine,
+)
+
+
+def bare_engine(planning: Any) -> VllmEngine:
+    """A VllmEngine without a vLLM: only what grouping discovery uses."""
+    engine = object.__new__(VllmEngine)
+    engine.version = "9.9.9"
+    engine.planning = planning
+    engine.planning_module = getattr(planning, "__name__", None)
+    engine._config_values = {}
+    engine._grouping_problem = None
+    return engine
+
+
+def planning(reads: list[str]) -> types.ModuleType:
+    """A planning module whose get_kv_cache_groups reads the config paths ``reads``."""
+    module = types.ModuleType("fake_planning")
+    seen: list[dict[str, Any]] = []
+
+    def get_kv_cache_groups(config: Any, specs: dict[str, Any]) -> list[Any]:
+        values = {}
+        for path in reads:
+            node = config
+            for part in path.split("."):
+                node = getattr(node, part)
+            values[path] = node
+        seen.append(values)
+        return []
+
+    module.get_kv_cache_groups = get_kv_cache_groups  # type: ignore[attr-defined]
+    module.is_kv_cache_spec_uniform = lambda specs: True  # type: ignore[attr-defined]
+    module.seen = seen  # type: ignore[attr-defined]
+    return module
+
+
+def test_strict_config_names_the_path_and_is_an_attribute_error() -> None:
+    config = StrictConfig("", {"scheduler_config": StrictConfig("scheduler_config.", {"x": 1})})
+    assert config.scheduler_config.x == 1
+    with pytest.raises(ConfigGap, match=r"vllm_config\.scheduler_config\.y"):
+        _ = config.scheduler_config.y
+    assert getattr(config, "kv_transfer_config", "default") == "default"  # the engine's own default
+    assert isinstance(ConfigGap("a"), KitFailure) and isinstance(ConfigGap("a"), AttributeError)
+
+
+def test_grouping_learns_exactly_the_paths_a_release_reads() -> None:
+    fake = planning(["scheduler_config.disable_hybrid_kv_cache_manager", "speculative_config"])
+    engine = bare_engine(fake)
+    assert engine.group_layers({}) == []
+    assert engine._config_values == {"scheduler_config.disable_hybrid_kv_cache_manager": False,
+                                      "speculative_config": None}
+    assert fake.seen[-1] == {"scheduler_config.disable_hybrid_kv_cache_manager": False, "speculative_config": None}
+    # The repro builds the same config.
+    source = engine.render_group_layers("table")
+    assert "disable_hybrid_kv_cache_manager=False" in source and "speculative_config=None" in source
+    assert "kv_cache_layout" not in source  # never imported where not read
+
+
+def test_a_path_without_a_neutral_value_cannot_be_driven() -> None:
+    engine = bare_engine(planning(["scheduler_config.disable_hybrid_kv_cache_manager", "model_config.hf_config"]))
+    with pytest.raises(GroupingUnavailable, match=r"reads vllm_config\.model_config"):
+        engine.group_layers({})
+    assert "model_config" not in " ".join(NEUTRAL_CONFIG)
+
+
+def test_layout_is_given_only_where_the_release_has_the_module() -> None:
+    engine = bare_engine(planning(["cache_config.get_resolved_kv_cache_layout"]))
+    try:
+        import vllm.v1.kv_cache_layout  # noqa: F401
+    except ImportError:
+        with pytest.raises(GroupingUnavailable, match="get_resolved_kv_cache_layout"):
+            engine.group_layers({})
+    else:
+        engine.group_layers({})
+        assert not engine._config_values["cache_config.get_resolved_kv_cache_layout"]().is_block_outermost
+
+
+def test_no_grouping_function_is_unavailable_with_the_reason() -> None:
+    engine = bare_engine(types.ModuleType("empty"))
+    assert "has no get_kv_cache_groups" in (engine.grouping_unavailable() or "")
+    with pytest.raises(GroupingUnavailable):
+        engine.group_layers({})
+
+
+@pytest.fixture(scope="module")
+def vllm_engine() -> VllmEngine:
+    from kvcontract.conformance.engine import EngineUnavailable
+
+    try:
+        return VllmEngine()
+    except EngineUnavailable as exc:
+        pytest.skip(f"vLLM is not installed here ({exc})")
+
+
+@pytest.mark.vllm
+def test_installed_release_is_read_from_its_code(vllm_engine: VllmEngine) -> None:
+    enums = vllm_engine.engine_enums()
+    assert set(enums) >= {"KVQuantMode"}
+    assert all(e.__module__.startswith("vllm.") for e in enums.values())
+    assert vllm_engine.grouping_unavailable() is None
+    assert vllm_engine._config_values  # learned from the release's own grouping
+    imports = "\n".join(vllm_engine.snippet_imports([]))
+    for e in enums.values():
+        assert f"from {e.__module__} import {e.__name__}" in imports
+
+
+@pytest.mark.vllm
+def test_installed_release_routes_or_says_why(vllm_engine: VllmEngine) -> None:
+    router = vllm_engine.router()
+    if router is None:
+        reason = vllm_engine.router_unavailable()
+        assert "cannot drive" in reason and vllm_engine.version in reason
+    else:
+        from kvcontract.reference import QueryLenSupport, RoutingRequest, route
+
+        request = RoutingRequest(query_lens=(1, 1), seq_lens=(8, 9), causal=True,
+                                 query_len_support=QueryLenSupport.UNIFORM, backend_non_causal=False,
+                                 capability=False, decode_threshold=1)
+        assert router(request) == route(request)
