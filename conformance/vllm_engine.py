@@ -135,7 +135,7 @@ def _annotated_enum(kind: type, name: str) -> type[enum.Enum] | None:
         return None
     for candidate in (hint, *typing.get_args(hint)):
         if isinstance(candidate, type) and candidate.__name__ in REF_ENUMS:
-            return candidate  # type: ignore[no-any-return]
+            return candidate
     return None
 
 
@@ -274,7 +274,7 @@ class VllmEngine:
                 module = sys.modules.get(cls.__module__)
                 for f in dataclasses.fields(cls):
                     try:
-                        hints[f.name] = (eval(f.type, vars(module)) if isinstance(f.type, str)  # noqa: S307
+                        hints[f.name] = (eval(f.type, vars(module)) if isinstance(f.type, str)
                                          else f.type)
                     except Exception:  # noqa: BLE001, S112 - unknown type: no conversion for it
                         continue
@@ -314,7 +314,7 @@ class VllmEngine:
                 continue
             have = {f.name for f in dataclasses.fields(cls)}
             for f in dataclasses.fields(kind):
-                ref_type = _ref_value_type(kind, f.name)
+                ref_type = _ref_value_type(kind, f.name)  # type: ignore[arg-type]  # classes hash
                 if ref_type is not None and f.name in have:
                     wanted.add(ref_type.__name__)
         return wanted
@@ -420,7 +420,7 @@ class VllmEngine:
                 continue
             hints = self.field_types(cls)
             for f in dataclasses.fields(kind):
-                ref_type = _ref_value_type(kind, f.name)
+                ref_type = _ref_value_type(kind, f.name)  # type: ignore[arg-type]  # classes hash
                 if ref_type is not None and hints.get(f.name) is str:
                     out.add(ref_type.__name__)
         self._plain = out
@@ -443,7 +443,7 @@ class VllmEngine:
         hints = self.field_types(cls)
         enums = self.engine_enums()
         for f in dataclasses.fields(kind):
-            ref_type = _ref_value_type(kind, f.name)
+            ref_type = _ref_value_type(kind, f.name)  # type: ignore[arg-type]  # classes hash
             if f.name in missing or ref_type is None:
                 continue
             hint = hints.get(f.name)
