@@ -270,8 +270,18 @@ def _resolve(call: str) -> TaskFunction:
     return function
 
 
+def _orphan_guard(parent: int) -> None:
+    """Exit when the supervisor is gone (killed with SIGKILL, it closes no pipe a hung
+    task would notice): a worker never outlives the command that started it."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
 def serve() -> int:
     """The worker's loop: read tasks from stdin, answer on the original stdout."""
+    threading.Thread(target=_orphan_guard, args=(os.getppid(),), daemon=True).start()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # fd 1 -> the log file the supervisor gave as stderr
     sys.stdout = sys.stderr
