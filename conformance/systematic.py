@@ -167,6 +167,12 @@ def variants(kind: type[KVCacheSpec], name: str, domain: Domain) -> list[KVCache
         if value == current or not _in_domain(value, domain):
             continue
         changes = {name: value}
+        # A field the engine lacks stays at its declared default, so that one derived
+        # from another (head_size_v from head_size) is derived again, not copied.
+        for f in dataclasses.fields(kind):
+            if f.init and f.name in domain.pinned_fields(kind) and f.name != name \
+                    and f.default is not dataclasses.MISSING:
+                changes[f.name] = f.default
         if name == "shapes":
             changes["dtypes"] = tuple(KVDtype.BFLOAT16 for _ in value)
         try:

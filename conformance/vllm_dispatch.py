@@ -173,16 +173,17 @@ class VllmRouter:
                 modules.append(importlib.import_module(name))
             except ImportError:
                 continue
-        saved = [getattr(m, "PIN_MEMORY", None) for m in modules]
-        for m in modules:
-            if hasattr(m, "PIN_MEMORY"):
-                setattr(m, "PIN_MEMORY", False)  # noqa: B010 - a module global vLLM reads at call time
+        # A release reads the flag (PIN_MEMORY) or asks the platform (is_pin_memory_available,
+        # 0.32.0's async_tensor_h2d); without an accelerator both must say no.
+        names = {"PIN_MEMORY": False, "is_pin_memory_available": lambda: False}
+        saved = [(m, n, getattr(m, n)) for m in modules for n in names if hasattr(m, n)]
+        for m, n, _ in saved:
+            setattr(m, n, names[n])  # a module global vLLM reads at call time
         try:
             yield
         finally:
-            for m, value in zip(modules, saved, strict=True):
-                if value is not None:
-                    setattr(m, "PIN_MEMORY", value)  # noqa: B010
+            for m, n, value in saved:
+                setattr(m, n, value)
 
     def builder_class(self, support: QueryLenSupport, non_causal: bool) -> type:
         """A builder class with the backend's routing class variables (as vLLM's tests define them)."""

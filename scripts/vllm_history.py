@@ -223,8 +223,8 @@ def build_env(version: str, python: str, root: Path) -> dict[str, Any]:
             break
         module = (missing[0] if missing else hinted[0]).split(".")[0]
         package = MODULE_TO_PACKAGE.get(module, module)
-        if package in tried:
-            break
+        if package in tried or normalize(package) == "vllm":
+            break  # never another vLLM: the release's own tree is what is checked
         tried.add(package)
         requirement = wanted.get(normalize(package), package)
         say(f"{version}: {module} is missing; installing {requirement} (--no-deps) into {extras}")
@@ -318,6 +318,9 @@ def check_release(version: str, python: str, root: Path, profile: str, seed: int
         out["skipped"] = f"the check exited with {proc.returncode}; see {log}"
         return out
     report = json.loads(partial.read_text())
+    if report.get("engine_version") != version:
+        out["skipped"] = f"the check imported vllm {report.get('engine_version')}, not {version}"
+        return out
     target.write_text(json.dumps(slim(report), indent=1) + "\n")
     out["counts"] = report["summary"]["counts"]
     return out
