@@ -178,8 +178,11 @@ def _router(engine: Engine) -> Router:
 
 
 def _outcome(engine: Engine, request: RoutingRequest) -> Routing | Exception:
+    router = _router(engine)
     try:
-        return _router(engine)(request)
+        return router(request)
+    except KitFailure:  # the adapter could not drive the engine: the kit's error, not a finding
+        raise
     except Exception as exc:  # noqa: BLE001 - the exception is what is judged
         return exc
 

@@ -105,6 +105,8 @@ def _merge(engine: Engine, specs: Sequence[KVCacheSpec], ex: Example) -> KVCache
     objs = _objs(engine, specs)
     try:
         merged = engine.merge(objs)
+    except KitFailure:  # the adapter's own failure: the kit's error, not a finding
+        raise
     except Exception as exc:
         raise Violation(f"merge of compatible specs raised {_describe(exc)}", RAISES_CHECK,
                         signature(f"raised-{type(exc).__name__}", ex.kinds())) from exc
@@ -386,6 +388,8 @@ def check_page(engine: Engine, ex: Example) -> None:
     try:
         merged = engine.merge(objs)
         page = engine.page_size(merged)
+    except KitFailure:  # the adapter's own failure: the kit's error, not a finding
+        raise
     except Exception as exc:
         raise Violation(f"merge of compatible specs raised {_describe(exc)}", RAISES_CHECK,
                         signature(f"raised-{type(exc).__name__}", ex.kinds())) from exc
@@ -419,6 +423,8 @@ def check_pure(engine: Engine, ex: Example) -> None:
     listing = list(objs)
     try:
         merged = engine.merge(listing)
+    except KitFailure:  # the adapter's own failure: the kit's error, not a finding
+        raise
     except Exception as exc:
         raise Violation(f"merge of compatible specs raised {_describe(exc)}", RAISES_CHECK,
                         signature(f"raised-{type(exc).__name__}", ex.kinds())) from exc
@@ -447,6 +453,8 @@ def _expect_rejection(engine: Engine, ex: Example) -> BaseException | None:
     objs = _objs(engine, ex.specs)
     try:
         merged = engine.merge(objs)
+    except KitFailure:  # the adapter's own failure: the kit's error, not a finding
+        raise
     except Exception as exc:  # noqa: BLE001 - the exception is what is judged
         return exc
     try:
@@ -547,6 +555,8 @@ def check_empty(engine: Engine, ex: Example) -> None:
         engine.merge([])
     except AssertionError:
         return
+    except KitFailure:  # the adapter's own failure: the kit's error, not a finding
+        raise
     except Exception as exc:
         raise Violation(f"merge([]) raised {_describe(exc)}, not an AssertionError",
                         "try:\n    MERGE([])\nexcept AssertionError as exc:\n    print('no violation:', exc)\n"
@@ -567,6 +577,8 @@ def _uniform(engine: Engine, table: Sequence[tuple[str, KVCacheSpec]]) -> bool |
     objs = {n: _to_engine(engine, s) for n, s in table}
     try:
         return engine.is_uniform(objs)
+    except KitFailure:  # the adapter's own failure: the kit's error, not a finding
+        raise
     except Exception as exc:  # noqa: BLE001
         return exc
 
@@ -618,6 +630,8 @@ def _groups(engine: Engine, ex: Example) -> list[EngineGroup] | BaseException:
                         "groups = GROUPS(table)\nprint(GROUP_PAIRS(groups))\n"
                         f"raise SystemExit({('VIOLATION: grouping returned an invalid spec: ' + str(exc))!r})",
                         signature("invalid-result", ex.kinds())) from exc
+    except KitFailure:  # the adapter's own failure: the kit's error, not a finding
+        raise
     except Exception as exc:  # noqa: BLE001
         return exc
 
@@ -787,7 +801,8 @@ def check_group_compat(engine: Engine, ex: Example) -> None:
                             GROUP_SETUP + f"raise SystemExit('VIOLATION of GROUP-COMPAT-1: group "
                             f"{list(g.layer_names)} mixes block sizes {sorted(block_sizes)}')",
                             signature("mixed-block-sizes", kinds))
-        shared = set.intersection(*[{f.name for f in dataclasses.fields(m) if role_of(f) is Role.ALLOCATION}
+        shared = set.intersection(*[{f.name for f in dataclasses.fields(m) if role_of(f) is Role.ALLOCATION
+                                     and f.name not in engine.unsupported_fields(type(m))}
                                     for m in members]) if members else set()
         for name in sorted(shared):
             values = {repr(getattr(m, name)) for m in members}
@@ -987,6 +1002,16 @@ def _needs_advisory(engine: Engine) -> str | None:
     return "the engine has no advisory annotation field"
 
 
+def _needs_grouping(engine: Engine) -> str | None:
+    """GROUP-*: the engine's grouping can be driven here (else skip with the adapter's reason)."""
+    unavailable = getattr(engine, "grouping_unavailable", None)
+    return unavailable() if callable(unavailable) else None
+
+
+def _needs_grouping_and_capability(engine: Engine) -> str | None:
+    return _needs_grouping(engine) or _needs_capability(engine)
+
+
 def _needs_empty_merge(engine: Engine) -> str | None:
     return None if engine.supports_empty_merge else (
         f"{engine.name}'s adapter declares that its merge cannot be called with no spec")
@@ -1013,11 +1038,11 @@ MERGE_LAWS: tuple[Law, ...] = (
     Law("UNIFORM-MERGE-1", _uniform_cases, check_uniform_merge, systematic=_sys_uniform_cases),
     Law("UNIFORM-NORAISE-1", _incompatible, check_uniform_noraise, systematic=_sys_incompatible),
     Law("UNIFORM-EMPTY-1", _nothing, check_uniform_empty, systematic=_sys_nothing),
-    Law("GROUP-PARTITION-1", _table, check_partition, systematic=_sys_table),
-    Law("GROUP-COMPAT-1", _table, check_group_compat, systematic=_sys_table),
-    Law("GROUP-MERGED-1", _table, check_group_merged, systematic=_sys_table),
-    Law("GROUP-UNION-1", _table, check_group_union, _needs_capability, systematic=_sys_table),
-    Law("GROUP-PAGE-1", _table, check_group_page, systematic=_sys_table),
-    Law("GROUP-SHARE-1", _uniform_table, check_group_share, systematic=_sys_uniform_table),
+    Law("GROUP-PARTITION-1", _table, check_partition, _needs_grouping, systematic=_sys_table),
+    Law("GROUP-COMPAT-1", _table, check_group_compat, _needs_grouping, systematic=_sys_table),
+    Law("GROUP-MERGED-1", _table, check_group_merged, _needs_grouping, systematic=_sys_table),
+    Law("GROUP-UNION-1", _table, check_group_union, _needs_grouping_and_capability, systematic=_sys_table),
+    Law("GROUP-PAGE-1", _table, check_group_page, _needs_grouping, systematic=_sys_table),
+    Law("GROUP-SHARE-1", _uniform_table, check_group_share, _needs_grouping, systematic=_sys_uniform_table),
 )
 """The laws of chapters ROLE (the drift guard), MERGE, ERROR, UNIFORM and GROUP, in SPEC.md order."""
