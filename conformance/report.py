@@ -60,6 +60,10 @@ class ClauseRun(pydantic.BaseModel):
     mode: Mode
     status: Status
     examples: int = 0
+    driven: int = 0
+    """Examples the engine was driven with (it answered or rejected them)."""
+    not_driven: int = 0
+    """Examples the kit could not take to the engine (its own code failed): never a pass."""
     systematic_examples: int = 0
     seconds: float = 0.0
     findings: int = 0

@@ -81,6 +81,8 @@ class _Findings:
         self.found: dict[str, tuple[Example, Violation, str]] = {}
         self.errors: dict[str, tuple[Example, BaseException]] = {}
         self.examples = 0
+        self.not_driven = 0
+        """Examples the kit could not take to the engine (its own code failed first)."""
         self.pairs: set[tuple[str, str]] = set()
 
     def judge(self, engine: Engine, law_: Law, ex: Example, phase: str, emit: Emit | None) -> Violation | None:
@@ -97,6 +99,7 @@ class _Findings:
                     self.found[sig] = (ex, violation, phase)
             return violation
         except Exception as exc:  # noqa: BLE001 - the kit could not judge: an error, not a finding
+            self.not_driven += 1
             key = f"{type(exc).__name__}: {exc}" if isinstance(exc, KitFailure) else \
                 f"{type(exc).__name__} at {last_frame(exc)}"
             self.errors.setdefault(key, (ex, exc))
@@ -239,12 +242,16 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
         records.append(Record(**base, status="error", signature=f"kit-error:{type(error).__name__}",
                               message=f"the kit could not judge an example: {key}",
                               where=last_frame(error), witness=bad_example.to_json() or None))
-    if not records:
-        records.append(Record(**base, status="pass", examples=findings.examples))
+    driven = findings.examples - findings.not_driven
+    if not records and driven == 0:
+        records.append(Record(**base, status="skip", message="no example reached the engine"))
+    elif not records:
+        records.append(Record(**base, status="pass", examples=driven))
     seconds = time.perf_counter() - start
     for r in records:
         r.seconds = round(seconds, 3)
     run = ClauseRun(clause=law_.clause, mode=mode, status=_worst(records), examples=findings.examples,
+                    driven=driven, not_driven=findings.not_driven,
                     systematic_examples=systematic, seconds=round(seconds, 3),
                     covered_pairs=len(findings.pairs), total_pairs=total_pairs,
                     findings=sum(r.status in ("fail", "xfail") for r in records),
