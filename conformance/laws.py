@@ -753,7 +753,8 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
         members = _group_members(g, table)
         kinds = [type(m).__name__ for m in members]
         if g.spec is None:
-            diffs = {n: _member_changes(s, table[n]) for n, s in (g.member_specs or {}).items()}
+            diffs = {n: [x for x in _member_changes(s, table[n]) if x not in engine.unsupported_fields(type(s))]
+                     for n, s in (g.member_specs or {}).items()}
             bad = {n: d for n, d in diffs.items() if d}
             if bad:
                 raise Violation(f"per-member specs of group {list(g.layer_names)} differ from the "
@@ -773,7 +774,8 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
                 f"    raise SystemExit({('VIOLATION of GROUP-MERGED-1: ' + message)!r})\n"
                 "print('no violation')",
                 _incompatible_signatures(kinds, [d.field for d in exc.disagreements])) from None
-        wrong = [n for n in _fields_differ(g.spec, want) if n not in _NOT_COMPARED]
+        lacks = engine.unsupported_fields(type(g.spec))  # a field the release lacks is never a finding
+        wrong = [n for n in _fields_differ(g.spec, want) if n not in _NOT_COMPARED and n not in lacks]
         if wrong:
             detail = ", ".join(f"{n}={getattr(g.spec, n, None)!r} (contract: {getattr(want, n, None)!r})"
                                for n in wrong)
