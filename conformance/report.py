@@ -184,15 +184,24 @@ def render_table(report: Report) -> str:
     lines += ["", f"{counts} in {report.summary.seconds:.1f}s"]
     if not report.clauses and not report.records:
         lines.append("no clause was run")
-    for r in report.records:
+    lines += render_findings(report.records, "known failures (xfail, each with a pinned witness):")
+    return "\n".join(lines)
+
+
+def render_findings(records: Iterable[Record], xfail_heading: str) -> list[str]:
+    """Every failing record with its message and repro, then the known failures, one a line
+    (shared by the check and symbolic reports)."""
+    records = list(records)
+    lines: list[str] = []
+    for r in records:
         if r.status in FAILING:
             lines += ["", f"=== {r.status.upper()} {r.clause} [{r.mode}] [{r.signature}] {r.title}", r.message]
             if r.where:
                 lines.append(f"at {r.where}")
             if r.snippet:
                 lines += ["--- repro ---", r.snippet.rstrip()]
-    xfails = [r for r in report.records if r.status == "xfail"]
+    xfails = [r for r in records if r.status == "xfail"]
     if xfails:
-        lines += ["", "known failures (xfail, each with a pinned witness):"]
+        lines += ["", xfail_heading]
         lines += [f"  {r.clause} [{r.mode}] [{r.signature}]" for r in xfails]
-    return "\n".join(lines)
+    return lines

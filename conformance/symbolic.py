@@ -63,7 +63,7 @@ from kvcontract.conformance import strategies as strat
 from kvcontract.conformance import systematic as sysm
 from kvcontract.conformance.engine import Engine
 from kvcontract.conformance.model import Example, KitFailure, Violation, domain_of
-from kvcontract.conformance.report import FAILING, Mode, Record, Summary, summarize
+from kvcontract.conformance.report import FAILING, Mode, Record, Summary, render_findings, summarize
 from kvcontract.conformance.suite import LAWS, law
 from kvcontract.reference import (
     AnnotationRule,
@@ -1061,15 +1061,5 @@ def render(report: SymbolicReport) -> str:
               + ("" if report.complete else f" (incomplete: {report.stopped or 'stopped'})")]
     if not report.failing and report.complete:
         lines.append("no difference from the contract found within the budget (not a proof)")
-    for r in report.records:
-        if r.status in FAILING:
-            lines += ["", f"=== {r.status.upper()} {r.clause} [{r.mode}] [{r.signature}] {r.title}", r.message]
-            if r.where:
-                lines.append(f"at {r.where}")
-            if r.snippet:
-                lines += ["--- repro ---", r.snippet.rstrip()]
-    xfails = [r for r in report.records if r.status == "xfail"]
-    if xfails:
-        lines += ["", "known failures found again (xfail):"]
-        lines += [f"  {r.clause} [{r.mode}] [{r.signature}]" for r in xfails]
+    lines += render_findings(report.records, "known failures found again (xfail):")
     return "\n".join(lines)
