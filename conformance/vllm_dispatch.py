@@ -33,7 +33,7 @@ from typing import Any
 
 from kvcontract.conformance.engine import EngineUnavailable
 from kvcontract.conformance.model import KitFailure
-from kvcontract.conformance.vllm_engine import StrictConfig
+from kvcontract.conformance.vllm_config import StrictConfig
 from kvcontract.conformance.worker import last_frame
 from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
 
