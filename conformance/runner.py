@@ -19,6 +19,7 @@ Two halves:
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import threading
@@ -90,13 +91,14 @@ class _Findings:
         self.pairs |= exercised([*ex.specs, *(s for _, s in ex.table)])
         if emit is not None:
             emit({"clause": law_.clause, "phase": phase, "example": ex.to_json()})
+        pristine = copy.deepcopy(ex)  # an engine that writes into its inputs must not rewrite the witness
         try:
             law_.check(engine, ex)
         except Violation as violation:
-            violation.example = ex
+            violation.example = pristine
             for sig in violation.signatures:
                 if sig not in self.found:
-                    self.found[sig] = (ex, violation, phase)
+                    self.found[sig] = (pristine, violation, phase)
             return violation
         except Exception as exc:  # noqa: BLE001 - the kit could not judge: an error, not a finding
             self.not_driven += 1
@@ -154,11 +156,12 @@ def _shrink(engine: Engine, law_: Law, examples: int, seed_value: int, wanted: s
     def probe(ex: Example) -> None:
         if emit is not None:
             emit({"clause": law_.clause, "phase": "shrink", "example": ex.to_json()})
+        pristine = copy.deepcopy(ex)
         try:
             law_.check(engine, ex)
         except Violation as violation:
             if wanted in violation.signatures:
-                last["found"] = (ex, violation)
+                last["found"] = (pristine, violation)
                 raise _Stop() from None
         except Exception:  # noqa: BLE001, S110 - errors were recorded by the search
             pass
@@ -174,7 +177,7 @@ def _shrink(engine: Engine, law_: Law, examples: int, seed_value: int, wanted: s
 def _replay(engine: Engine, law_: Law, witness: Mapping[str, Any]) -> Violation | None:
     example = law_.example_type.from_json(witness)
     try:
-        law_.check(engine, example)
+        law_.check(engine, copy.deepcopy(example))
     except Violation as violation:
         violation.example = example
         return violation
