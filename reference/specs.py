@@ -23,7 +23,15 @@ from kvcontract.reference.roles import (
 
 class InvalidSpec(ValueError):
     """A spec value that no cache can have: a non-positive size, a page padding
-    smaller than the page, or fields that exclude each other (SPEC-VALID-1)."""
+    smaller than the page, or fields that exclude each other (SPEC-VALID-1).
+
+    ``kind`` names the spec's kind and ``fields`` the fields at fault, where the rule
+    names them (a finding's signature is built from both)."""
+
+    def __init__(self, message: str, kind: str = "", fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.fields = fields
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -31,15 +39,15 @@ def round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def _require(condition: bool, spec: object, message: str) -> None:
+def _require(condition: bool, spec: object, message: str, fields: tuple[str, ...] = ()) -> None:
     if not condition:
-        raise InvalidSpec(f"{type(spec).__name__}: {message} (SPEC-VALID-1)")
+        raise InvalidSpec(f"{type(spec).__name__}: {message} (SPEC-VALID-1)", type(spec).__name__, fields)
 
 
 def _positive(spec: object, *names: str) -> None:
     for name in names:
         value = getattr(spec, name)
-        _require(value is None or value >= 1, spec, f"{name} must be >= 1, got {value!r}")
+        _require(value is None or value >= 1, spec, f"{name} must be >= 1, got {value!r}", (name,))
 
 
 def _is_base(cls: type) -> bool:
@@ -70,7 +78,7 @@ class KVCacheSpec:
         _positive(self, "block_size", "block_stride_alignment")
         for names in self.mutually_exclusive:
             set_names = [n for n in names if getattr(self, n) is not None]
-            _require(len(set_names) <= 1, self, f"at most one of {', '.join(names)} may be set")
+            _require(len(set_names) <= 1, self, f"at most one of {', '.join(names)} may be set", tuple(set_names))
 
     @property
     def page_size_bytes(self) -> int:
@@ -116,7 +124,7 @@ class AttentionSpec(KVCacheSpec):
         if self.page_size_padded is not None:
             _require(self.page_size_padded >= self.unpadded_page_size_bytes, self,
                      f"page_size_padded {self.page_size_padded} is smaller than the "
-                     f"page content {self.unpadded_page_size_bytes}")
+                     f"page content {self.unpadded_page_size_bytes}", ("page_size_padded",))
 
     @property
     def num_heads(self) -> int:
@@ -195,8 +203,11 @@ class MLAAttentionSpec(FullAttentionSpec):
     """Byte multiple a page is padded to (SPEC-PAGE-2)."""
     model_version: str | None = allocation(None)
     """Model family tag; layers of different families keep separate groups."""
-    cache_role: SparseCacheRole = allocation(SparseCacheRole.SPARSE)
-    is_index_group_leader: bool = allocation(False)
+    cache_role: SparseCacheRole = layout(SparseCacheRole.SPARSE)
+    """What the cache holds (sparse-attention latents or the indexer's keys); layers of
+    different roles keep their own specs but may share a group's block table."""
+    is_index_group_leader: bool = layout(False)
+    """Whether the layer computes the top-k its index-group followers reuse."""
     non_causal_multi_token_decode: bool = capability()
     """The group flattens a non-causal query block into decode rows (DSpark drafts)."""
 
@@ -336,7 +347,7 @@ class MambaSpec(KVCacheSpec):
         if self.page_size_padded is not None:
             _require(self.page_size_padded >= self.unpadded_page_size_bytes, self,
                      f"page_size_padded {self.page_size_padded} is smaller than the "
-                     f"page content {self.unpadded_page_size_bytes}")
+                     f"page content {self.unpadded_page_size_bytes}", ("page_size_padded",))
             _require(self.page_size_padded % self.state_alignment == 0, self,
                      "page_size_padded must be a multiple of state_alignment")
 
