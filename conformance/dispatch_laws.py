@@ -124,6 +124,7 @@ def _valid(domain: strat.Domain) -> Any:
 
 CAUSAL_GRID: tuple[tuple[int, ...], ...] = (
     (1,), (1, 1), (4,), (1, 4), (4, 1), (2, 2), (2, 2, 5), (3, 3, 0), (5, 5), (1, 1, 0), (8, 2), (16,),
+    (2, 0, 0, 1), (1, 0, 2),
 )
 """Causal query lengths: decodes, verify blocks, short and long prefills, padding."""
 GOOD_BLOCKS: tuple[tuple[int, ...], ...] = ((1,), (4,), (4, 4), (16, 16, 0), (3, 3, 3, 0, 0), (2,))
@@ -133,15 +134,17 @@ FLAGS: tuple[tuple[bool, bool], ...] = ((True, True), (True, False), (False, Tru
 
 def _grid(lens_set: tuple[tuple[int, ...], ...], causal: bool,
           flags: tuple[tuple[bool, bool], ...] = FLAGS) -> Iterator[DispatchExample]:
-    """Every length pattern x capability/backend flags x query-length support x threshold."""
+    """Every length pattern x capability/backend flags x query-length support x threshold
+    x context (a cached prefix of 100 tokens, or none: the query is the whole sequence)."""
     for lens in lens_set:
         for capability, backend in flags:
             for support in QueryLenSupport:
-                for threshold in (1, 4):
-                    seq = tuple(n + 100 if n else 0 for n in lens)
-                    yield DispatchExample(request=RoutingRequest(
-                        lens, seq, causal=causal, capability=capability, backend_non_causal=backend,
-                        decode_threshold=threshold, query_len_support=support))
+                for threshold in (1, 2, 4):
+                    for context in (100, 0):
+                        seq = tuple(n + context if n else 0 for n in lens)
+                        yield DispatchExample(request=RoutingRequest(
+                            lens, seq, causal=causal, capability=capability, backend_non_causal=backend,
+                            decode_threshold=threshold, query_len_support=support))
 
 
 def _sys_causal(_domain: strat.Domain) -> Iterator[DispatchExample]:

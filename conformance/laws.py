@@ -87,10 +87,16 @@ def _from_engine(engine: Engine, obj: Any, ex: Example, what: str) -> KVCacheSpe
         raise Violation(f"{what} returned an invalid spec: {exc}",
                         f"print('{what} returned', {_repr_expr(what)})\n"
                         f"raise SystemExit({('VIOLATION: ' + what + ' returned an invalid spec: ' + str(exc))!r})",
-                        signature("invalid-result", ex.kinds())) from exc
+                        _invalid_signature(exc, ex)) from exc
     except Exception as exc:
         raise KitFailure(f"{engine.name} adapter could not read back {type(obj).__name__}: "
                          f"{_describe(exc)}") from exc
+
+
+def _invalid_signature(exc: InvalidSpec, ex: Example) -> str:
+    """What is invalid about the engine's result: its kind and the fields at fault (the
+    example's kinds only where the rule names no kind), never the rest of the example."""
+    return signature("invalid-result", [exc.kind] if exc.kind else ex.kinds(), exc.fields)
 
 
 def _repr_expr(what: str) -> str:
@@ -212,9 +218,13 @@ def _split(domain: strat.Domain) -> Any:
 
 
 def _sys_split(domain: strat.Domain) -> Iterator[Example]:
+    """Flag patterns cut at each point, and every single spec merged with itself, cut once
+    (a merge that loses a field of the first member fails to merge with the second)."""
     for specs in sysm.flag_patterns(domain):
         for cut in range(1, len(specs)):
             yield Example(specs=tuple(specs), cut=cut)
+    for spec in sysm.single_specs(domain):
+        yield Example(specs=(spec, spec), cut=1)
 
 
 def _near_miss(domain: strat.Domain) -> Any:
@@ -223,6 +233,10 @@ def _near_miss(domain: strat.Domain) -> Any:
 
 def _sys_near_miss(domain: strat.Domain) -> Iterator[Example]:
     for specs, name in sysm.near_misses(domain):
+        yield Example(specs=tuple(specs), field=name)
+    for specs, name in sysm.near_misses_beside_flags(domain):
+        yield Example(specs=tuple(specs), field=name)
+    for specs, name in sysm.page_equal_near_misses(domain):
         yield Example(specs=tuple(specs), field=name)
 
 
@@ -234,6 +248,8 @@ def _mixed_kinds(domain: strat.Domain) -> Any:
 
 def _sys_mixed_kinds(domain: strat.Domain) -> Iterator[Example]:
     for a, b in sysm.kind_pairs(domain):
+        yield Example(specs=(a, b))
+    for a, b in sysm.annotated_kind_pairs(domain):
         yield Example(specs=(a, b))
 
 
@@ -633,7 +649,7 @@ def _groups(engine: Engine, ex: Example) -> list[EngineGroup] | BaseException:
         raise Violation(f"grouping returned an invalid spec: {exc}",
                         "groups = GROUPS(table)\nprint(GROUP_PAIRS(groups))\n"
                         f"raise SystemExit({('VIOLATION: grouping returned an invalid spec: ' + str(exc))!r})",
-                        signature("invalid-result", ex.kinds())) from exc
+                        _invalid_signature(exc, ex)) from exc
     except KitFailure:  # the adapter's own failure: the kit's error, not a finding
         raise
     except Exception as exc:  # noqa: BLE001
@@ -719,11 +735,16 @@ def check_group_union(engine: Engine, ex: Example) -> None:
                     signature("capability-not-unioned", [type(m).__name__ for m in members], [f.name]))
 
 
-def _incompatible_signatures(kinds: Sequence[str], fields: Sequence[str]) -> list[str]:
+def _incompatible_signatures(kinds: Sequence[str], fields: Sequence[str], spec_kind: str | None = None) -> list[str]:
     """A group of incompatible layers: one finding per pair of kinds it mixes, or per
-    field its layers of one kind disagree in (a third kind adds no new defect)."""
+    field its layers of one kind disagree in (a third kind adds no new defect). Where
+    the group's spec is of one of its members' kinds, the pairs are that kind with each
+    other one: the merge of that kind admitted them (two others it admitted together
+    are no defect of their own, and may never share a group without it)."""
     distinct = sorted(set(kinds))
     if len(distinct) > 1:
+        if spec_kind in distinct:
+            return [signature("incompatible-group", [spec_kind, k], ["kind"]) for k in distinct if k != spec_kind]
         return [signature("incompatible-group", [a, b], ["kind"])
                 for i, a in enumerate(distinct) for b in distinct[i + 1:]]
     return per_field("incompatible-group", distinct, fields)
@@ -759,8 +780,15 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
             if bad:
                 raise Violation(f"per-member specs of group {list(g.layer_names)} differ from the "
                                 f"layers' own: {bad}",
-                                GROUP_SETUP + f"raise SystemExit('VIOLATION of GROUP-MERGED-1: per-member "
-                                f"specs of {bad} differ from the layers own')",
+                                GROUP_SETUP + f"changed_fields = {bad!r}  # layer -> fields changed\n"
+                                "for layer, names in changed_fields.items():\n"
+                                "    member = next(s.kv_cache_specs[layer] for _, s in pairs\n"
+                                "                  if layer in getattr(s, 'kv_cache_specs', {}))\n"
+                                "    changed = [f for f in names if getattr(member, f) != getattr(table[layer], f)]\n"
+                                "    if changed:\n"
+                                "        raise SystemExit(f'VIOLATION of GROUP-MERGED-1: the per-member spec "
+                                "of {layer} changed {changed}')\n"
+                                "print('no violation')",
                                 signature("member-spec-changed", kinds))
             continue
         names = tuple(g.layer_names)
@@ -770,10 +798,12 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
             message = f"layers {list(names)} share a group but their specs are incompatible: {exc}"
             raise Violation(
                 f"group {list(names)} holds incompatible layers: {exc}",
-                GROUP_SETUP + f"if any(set(n) == set({names!r}) for n, _ in pairs):\n"
+                GROUP_SETUP + f"# one merged spec for the layers (a per-member container is allowed)\n"
+                f"if any(set(n) == set({names!r}) and not hasattr(s, 'kv_cache_specs') for n, s in pairs):\n"
                 f"    raise SystemExit({('VIOLATION of GROUP-MERGED-1: ' + message)!r})\n"
                 "print('no violation')",
-                _incompatible_signatures(kinds, [d.field for d in exc.disagreements])) from None
+                _incompatible_signatures(kinds, [d.field for d in exc.disagreements],
+                                         type(g.spec).__name__)) from None
         lacks = engine.unsupported_fields(type(g.spec))  # a field the release lacks is never a finding
         wrong = [n for n in _fields_differ(g.spec, want) if n not in _NOT_COMPARED and n not in lacks]
         if wrong:

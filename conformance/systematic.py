@@ -245,6 +245,88 @@ def near_misses(domain: Domain) -> Iterator[tuple[list[KVCacheSpec], str]]:
             yield [left, left, odd], name  # a third member: a check of the first two only misses it
 
 
+def page_equal_near_misses(domain: Domain) -> Iterator[tuple[list[KVCacheSpec], str]]:
+    """Every near miss whose odd member's page is larger, with the other member padded
+    (``page_size_padded``) to that same page: an engine that compares pages instead of the
+    field is seen accepting the disagreement."""
+    for specs, name in near_misses(domain):
+        if len(specs) != 2 or name == "page_size_padded":
+            continue
+        left, odd = specs
+        if "page_size_padded" not in {f.name for f in dataclasses.fields(type(left))} \
+                or "page_size_padded" in domain.pinned_fields(type(left)) \
+                or odd.page_size_bytes <= left.page_size_bytes:
+            continue
+        padded = _build_replace(left, {"page_size_padded": odd.page_size_bytes})
+        if padded is not None and padded.page_size_bytes == odd.page_size_bytes:
+            yield [padded, odd], name
+
+
+def annotated_kind_pairs(domain: Domain) -> Iterator[tuple[KVCacheSpec, KVCacheSpec]]:
+    """Every ordered pair of distinct kinds that share a common annotation, each setting it
+    to a different value: a merge that tripped on the annotation before the kind check
+    raises that error, not the contract's."""
+    for first, second in kind_pairs(domain):
+        shared = set(_common_fields(type(first), domain)) & set(_common_fields(type(second), domain))
+        for name in sorted(shared):
+            a = [v for v in variants(type(first), name, domain) if getattr(v, name) is not None]
+            b = [v for v in variants(type(second), name, domain) if getattr(v, name) is not None]
+            if not a or len(b) < 2:
+                continue
+            other = next((v for v in b if getattr(v, name) != getattr(a[0], name)), None)
+            left = _build_replace(first, {name: getattr(a[0], name)})
+            right = _build_replace(second, {name: getattr(other, name)}) if other is not None else None
+            if left is not None and right is not None:
+                yield left, right
+
+
+def aligned_edge_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
+    """Per aligned edge (a padded page) and per field changed on it: the changed edge first,
+    beside two layers of the same spec without the alignment. A merge that takes the
+    padding of its first member and another field from elsewhere returns a page smaller
+    than its content."""
+    for edge in _aligned_edges(domain):
+        kind = type(edge)
+        plain = _build_replace(edge, {"alignment": None, "page_size_padded": None})
+        if plain is None:
+            continue
+        for f in _settable(kind, domain):
+            if f.name in ("alignment", "page_size_padded"):
+                continue
+            for changed in variants(kind, f.name, domain)[:1]:
+                moved = _build_replace(edge, {f.name: getattr(changed, f.name), "page_size_padded": None})
+                if moved is not None:
+                    yield {"layers.0": moved, "layers.1": plain, "layers.2": plain}
+
+
+def near_misses_beside_flags(domain: Domain) -> Iterator[tuple[list[KVCacheSpec], str]]:
+    """Every near miss with a third member that also sets a flag field (a capability or
+    any-annotation, which members may set freely): an engine that rejects the list for the
+    flag, not for the disagreement, is seen (its error names the flag, not the field)."""
+    for specs, name in near_misses(domain):
+        if len(specs) != 2:
+            continue
+        left = specs[0]
+        for flag in _flag_fields(type(left), domain):
+            if flag == name:
+                continue
+            flagged = _build_replace(left, {flag: not getattr(left, flag)})
+            if flagged is not None:
+                yield [*specs, flagged], name
+
+
+def exclusive_pairs(domain: Domain) -> Iterator[tuple[KVCacheSpec, KVCacheSpec]]:
+    """Per kind with fields of which at most one may be set (SPEC-VALID-1), a spec
+    setting one and a spec setting the other, in both orders: merged, they would be
+    an invalid spec."""
+    for kind in domain.kinds:
+        for names in kind.mutually_exclusive:
+            set_ = [next((v for v in variants(kind, n, domain) if getattr(v, n) is not None), None)
+                    for n in names]
+            present = [v for v in set_ if v is not None]
+            yield from itertools.permutations(present, 2)
+
+
 def _flag_fields(kind: type[KVCacheSpec], domain: Domain) -> list[str]:
     pinned = domain.pinned_fields(kind)
     return [f.name for f in dataclasses.fields(kind) if f.name not in pinned and (
@@ -340,6 +422,12 @@ def grouping_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
         yield {"layers.0": spec, "layers.1": spec}
     for specs, _name in near_misses(domain):
         yield {"layers.0": specs[0], "layers.1": specs[1]}
+    for a, b in exclusive_pairs(domain):  # two groups, or one whose spec would be invalid
+        yield {"layers.0": a, "layers.1": b}
+    yield from aligned_edge_tables(domain)
+    for specs in flag_patterns(domain):  # one group, its spec advertising every member's flag
+        if len(specs) == 2:
+            yield {"layers.0": specs[0], "layers.1": specs[1]}
     bases = [b for b in (base_spec(k, domain) for k in domain.kinds) if b is not None]
     for kind in domain.kinds:
         base = base_spec(kind, domain)
@@ -352,6 +440,7 @@ def grouping_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
             for other in bases:  # a page changed by one field, beside every other kind's page
                 if type(other) is not kind:
                     yield {"layers.0": changed[0], "layers.1": other}
+                    yield {"layers.0": other, "layers.1": changed[0]}  # the other kind's merge first
     wide = [w for w in (_build_replace(b, {"dtype": KVDtype.FLOAT32}) for b in bases if hasattr(b, "dtype"))
             if w is not None and _in_domain(KVDtype.FLOAT32, domain)]
     for aligned in _aligned_edges(domain):  # alignment padding that does not divide (SPEC-PAGE-2)

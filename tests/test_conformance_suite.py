@@ -85,6 +85,47 @@ def test_systematic_phase_exercises_every_kind_and_field(reference_report):
     assert runs[("ERROR-DETECT-1", "normal")].total_pairs == len(all_pairs(FULL_DOMAIN))
 
 
+def test_systematic_phase_enumerates_what_only_random_draws_found_before():
+    """What a random draw found on some seeds only (vLLM 0.29.0/0.30.0) is enumerated, so
+    that a release's findings do not depend on the seed."""
+    from kvcontract.conformance import systematic as sysm
+    from kvcontract.conformance.strategies import grouping_domain
+
+    equal_pages = list(sysm.page_equal_near_misses(FULL_DOMAIN))
+    assert equal_pages and all(a.page_size_bytes == b.page_size_bytes and getattr(a, f) != getattr(b, f)
+                               for (a, b), f in equal_pages)
+    assert any(f == "alignment" for _, f in equal_pages)
+    annotated = list(sysm.annotated_kind_pairs(FULL_DOMAIN))
+    assert annotated and all(type(a) is not type(b) for a, b in annotated)
+    assert any(a.attention_chunk_size and b.attention_chunk_size and a.attention_chunk_size != b.attention_chunk_size
+               for a, b in annotated if hasattr(a, "attention_chunk_size") and hasattr(b, "attention_chunk_size"))
+    exclusive = list(sysm.exclusive_pairs(FULL_DOMAIN))
+    assert any(a.sliding_window and b.attention_chunk_size for a, b in exclusive)
+    flagged = list(sysm.near_misses_beside_flags(FULL_DOMAIN))
+    assert flagged and all(len(specs) == 3 for specs, _ in flagged)
+    tables = list(sysm.aligned_edge_tables(grouping_domain(FULL_DOMAIN)))
+    assert tables and all(t["layers.0"].alignment and t["layers.1"].alignment is None for t in tables)
+    assert any(t["layers.0"].tokens_per_state != 1 for t in tables if hasattr(t["layers.0"], "tokens_per_state"))
+
+
+def test_signatures_name_the_defect_not_the_draw():
+    """An invalid result names its kind and the fields at fault, not the example's kinds; a
+    group of mixed kinds under one member's spec pairs that kind with each other one."""
+    from kvcontract.conformance.laws import _incompatible_signatures, _invalid_signature
+    from kvcontract.reference import FullAttentionSpec, InvalidSpec, KVDtype
+
+    with pytest.raises(InvalidSpec) as info:
+        FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=64, dtype=KVDtype.FLOAT32,
+                          sliding_window=128, attention_chunk_size=256)
+    ex = Example(table=(("a", None), ("b", None)))
+    assert _invalid_signature(info.value, ex) == "invalid-result:FullAttentionSpec:attention_chunk_size,sliding_window"
+    kinds = ["CrossAttentionSpec", "RSWASpec", "SlidingWindowMLASpec"]
+    assert _incompatible_signatures(kinds, ["kind"], "CrossAttentionSpec") == [
+        "incompatible-group:CrossAttentionSpec+RSWASpec:kind",
+        "incompatible-group:CrossAttentionSpec+SlidingWindowMLASpec:kind"]
+    assert len(_incompatible_signatures(kinds, ["kind"], "FullAttentionSpec")) == 3  # a spec of no member's kind
+
+
 def test_normal_and_optimized_passes_draw_the_same_examples(reference_report):
     by_mode: dict[str, dict[str, int]] = {}
     for run in reference_report.clauses:
