@@ -422,7 +422,47 @@ class VllmEngine:
             missing[f.name] = (f"vllm {self.version}'s {kind.__name__}.{f.name} is "
                                f"{getattr(hint, '__name__', hint)!s}, not a {ref_type.__name__} the adapter can "
                                "give (no such enum in this release)")
+        missing.update(self._derived_without_effect(kind, cls, set(missing)))
         return missing
+
+    def _derived_without_effect(self, kind: type[KVCacheSpec], cls: type, skip: set[str]) -> dict[str, str]:
+        """Fields the release derives to another default than the contract's and leaves out of
+        its page (vLLM 0.25's MLA kinds derive ``head_size_v`` from ``head_size`` and size the
+        page from ``head_size`` alone): the release gives them no meaning the contract judges,
+        so they are neither compared nor read back."""
+        from kvcontract.conformance import systematic  # deferred: systematic imports the strategies
+        from kvcontract.conformance.strategies import FULL_DOMAIN
+
+        out: dict[str, str] = {}
+        try:  # the contract's whole domain: the engine's own domain is built from this very answer
+            base = systematic.base_spec(kind, FULL_DOMAIN)
+            given = self.to_engine(base) if base is not None else None
+        except Exception:  # noqa: BLE001 - a kind the adapter cannot build has nothing to compare
+            return out
+        if given is None:
+            return out
+        init = {f.name for f in dataclasses.fields(cls) if f.init}
+        for f in dataclasses.fields(kind):
+            if f.name in skip or f.name not in init:
+                continue
+            kwargs = {n: getattr(given, n) for n in init if n != f.name and hasattr(given, n)}
+            try:
+                derived = cls(**kwargs)
+            except Exception:  # noqa: BLE001 - the field is required: nothing is derived
+                continue
+            try:
+                if self._from_value(f.default, getattr(derived, f.name)) == getattr(base, f.name):
+                    continue
+            except Exception:  # noqa: BLE001 - a value the contract cannot hold: not this case
+                continue
+            try:
+                same_page = int(derived.page_size_bytes) == int(given.page_size_bytes)
+            except Exception:  # noqa: BLE001
+                continue
+            if same_page:
+                out[f.name] = (f"vllm {self.version}'s {kind.__name__} derives {f.name}="
+                               f"{getattr(derived, f.name)!r} when not given and leaves it out of its page")
+        return out
 
     # -- conversion ---------------------------------------------------------
     def _to_value(self, value: Any, hint: Any = None) -> Any:
@@ -475,8 +515,9 @@ class VllmEngine:
         if kind is None:
             raise UnmappableResult(f"vllm returned a {type(obj).__name__}, not a reference kind")
         values = {}
+        ignored = {n for n, why in self.unsupported_fields(kind).items() if "leaves it out of its page" in why}
         for f in dataclasses.fields(kind):
-            if hasattr(obj, f.name):
+            if hasattr(obj, f.name) and f.name not in ignored:
                 values[f.name] = self._from_value(f.default, getattr(obj, f.name))
         spec = kind(**values)
         # MLA pages: vLLM stores the alignment padding it derived; so does the model.

@@ -304,26 +304,34 @@ def check_release(version: str, python: str, root: Path, profile: str, seed: int
         return out
     env_dir = root / f"vllm-{version}"
     out["adapter"] = adapter_shape(python, env_dir)
+    report, problem = run_check(version, python, env_dir, profile, seed, env_dir / "check.json")
+    out["check_s"] = round(time.monotonic() - built, 1)
+    if report is None:
+        out["skipped"] = problem
+        return out
     REPORTS.mkdir(parents=True, exist_ok=True)
-    target = REPORTS / f"{version}.json"
-    partial = env_dir / "check.json"  # the full report (snippets, witnesses) stays with the environment
+    (REPORTS / f"{version}.json").write_text(json.dumps(slim(report), indent=1) + "\n")
+    out["counts"] = report["summary"]["counts"]
+    return out
+
+
+def run_check(version: str, python: str, env_dir: Path, profile: str, seed: int,
+              target: Path) -> tuple[dict[str, Any] | None, str]:
+    """``kvcontract check`` of the release's tree into ``target`` (the full report: snippets and
+    witnesses); the report, or None and why there is none."""
     cmd = [python, "-m", "kvcontract", "check", "--engine", "vllm", "--engine-path", str(env_dir / "tree"),
-           "--no-xfails", "--profile", profile, "--seed", str(seed), "--json", str(partial), "--quiet"]
-    log = env_dir / "check.log"
+           "--no-xfails", "--profile", profile, "--seed", str(seed), "--json", str(target), "--quiet"]
+    log = target.with_suffix(".log")
+    target.unlink(missing_ok=True)
     with log.open("w") as handle:
         proc = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, env=env_vars(env_dir, [str(REPO)]),
                               cwd=str(REPO))
-    out["check_s"] = round(time.monotonic() - built, 1)
-    if proc.returncode not in (0, 1) or not partial.exists():
-        out["skipped"] = f"the check exited with {proc.returncode}; see {log}"
-        return out
-    report = json.loads(partial.read_text())
+    if proc.returncode not in (0, 1) or not target.exists():
+        return None, f"the check exited with {proc.returncode}; see {log}"
+    report: dict[str, Any] = json.loads(target.read_text())
     if report.get("engine_version") != version:
-        out["skipped"] = f"the check imported vllm {report.get('engine_version')}, not {version}"
-        return out
-    target.write_text(json.dumps(slim(report), indent=1) + "\n")
-    out["counts"] = report["summary"]["counts"]
-    return out
+        return None, f"the check imported vllm {report.get('engine_version')}, not {version}"
+    return report, ""
 
 
 SLIM_RECORD = ("clause", "mode", "status", "signature", "title", "level", "examples", "where")
@@ -409,9 +417,12 @@ def _load(reports_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]
     return index, loaded
 
 
-def render(index: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]) -> str:
+def render(index: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]],
+           reviews: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     versions = list(index["checked"])
     rows = history(versions, reports)
+    reviews = load_reviews() if reviews is None else reviews
+    born_by, fixed_by, _ = reviewed(rows, reviews)
     lines = [
         "# vLLM release history of the KV-cache merge contract",
         "",
@@ -486,13 +497,58 @@ def render(index: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]) -
         spread = sorted({v for m in members for v in m["releases"]}, key=order.__getitem__)
         lines.append(f"| `{what}` | `{clause}` | {len(members)} | {first} | {', '.join(fixed)} | "
                      f"{_span(spread, versions)} |")
+    lines += _render_reviews(rows, reviews, born_by, fixed_by)
     lines += ["", "## Every finding", "",
-              "| clause | signature | first bad | fixed in | releases |", "|:---|:---|:---|:---|:---|"]
-    for row in sorted(rows, key=lambda r: (order[r["first_bad"]], r["clause"], r["signature"])):
+              "**Review**: the reviewed cause (see *Reviews*) of the finding's birth, and of its fix "
+              "where that release's fixes were reviewed.", "",
+              "| clause | signature | first bad | fixed in | releases | review |",
+              "|:---|:---|:---|:---|:---|:---|"]
+    indexed = sorted(enumerate(rows), key=lambda ir: (order[ir[1]["first_bad"]], ir[1]["clause"], ir[1]["signature"]))
+    for i, row in indexed:
         sig = row["signature"].replace("|", "\\|") or "(none)"
+        causes = ", ".join(_review_link(m, table) for m, table in ((born_by.get(i), "review"),
+                                                                   (fixed_by.get(i), "fixed"))
+                           if m is not None)
         lines.append(f"| `{row['clause']}` | `{sig}` | {row['first_bad']} | {row['fixed_in'] or '—'} | "
-                     f"{_span(row['releases'], versions)} |")
+                     f"{_span(row['releases'], versions)} | {causes or '—'} |")
     return "\n".join(lines) + "\n"
+
+
+def _review_link(match: tuple[str, int], table: str) -> str:
+    release, j = match
+    label = f"{release} {'born' if table == 'review' else 'fixed'} #{j + 1}"
+    return f"[{label}](#{_anchor(release, table, j)})"
+
+
+def _anchor(release: str, table: str, j: int) -> str:
+    return f"{table}-{release.replace('.', '-')}-{j + 1}"
+
+
+def _render_reviews(rows: Sequence[Mapping[str, Any]], reviews: Mapping[str, Mapping[str, Any]],
+                    born: Mapping[int, tuple[str, int]], fixed: Mapping[int, tuple[str, int]]) -> list[str]:
+    """Per reviewed release, its causes: the findings each explains, the verdict and the reason."""
+    if not reviews:
+        return []
+    lines = ["", "## Reviews", "",
+             "Each finding first seen in a reviewed release (and each one it fixed) was reviewed "
+             "against that release's source: grouped into causes, each cause checked by reading the "
+             "code path and running a repro snippet. **defect**: the release breaks the clause; "
+             "**coverage**: the release defines a kind or field the contract does not classify "
+             "(ROLE-COVER-1's drift guard; the kit's gap); **fixed**: the release changed the code "
+             "that broke it; **moved**: the defect remains under another signature; **kit**: the "
+             "kit's own mistake (to be fixed in the kit). Written by hand in `docs/vllm-history/reviews/<release>.toml`; "
+             "`scripts/vllm_history.py --check-reviews RELEASES` lists what no cause explains."]
+    for release in sorted(reviews, key=version_key):
+        data = reviews[release]
+        lines += ["", f"### {release} (compared with {data.get('compared_with', '?')})", "",
+                  "| # | clause | signature | verdict | findings | reason |", "|:---|:---|:---|:---|---:|:---|"]
+        for table, matched in (("review", born), ("fixed", fixed)):
+            for j, entry in enumerate(data.get(table, [])):
+                n = sum(1 for m in matched.values() if m == (release, j))
+                what = "born" if table == "review" else "fixed"
+                lines.append(f'| <a id="{_anchor(release, table, j)}"></a>{what} #{j + 1} | `{_cell(entry["clause"])}` '
+                             f"| `{_cell(entry['signature'])}` | {entry['verdict']} | {n} | {_cell(entry['reason'])} |")
+    return lines
 
 
 def _cell(text: str) -> str:
@@ -508,6 +564,93 @@ def _span(have: Sequence[str], versions: Sequence[str]) -> str:
         else:
             runs.append([v])
     return ", ".join(r[0] if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
+
+
+REVIEWS = REPO / "docs" / "vllm-history" / "reviews"
+REVIEW_VERDICTS = ("defect", "coverage", "kit")
+"""``defect``: the release breaks the clause (reviewed against its source); ``coverage``: a
+ROLE-COVER-1 finding, the release defines a kind or field the contract does not classify (the
+drift guard doing its job: the kit's gap, not the engine's defect); ``kit``: the finding is the
+kit's own mistake on that release (a false positive, to be fixed in the kit)."""
+FIX_VERDICTS = ("fixed", "moved", "kit")
+"""For ``[[fixed]]`` entries: ``fixed``: the release changed the code that broke the clause;
+``moved``: the defect is still there under another signature (e.g. it now trips on another
+attribute); ``kit``: the finding vanished because of the kit, not the engine."""
+
+
+def load_reviews(reviews_dir: Path = REVIEWS) -> dict[str, dict[str, Any]]:
+    """``reviews/<release>.toml`` by release: the reviewed causes of the findings first seen in
+    it (``[[review]]``) and, where it fixed findings, of those fixes (``[[fixed]]``)."""
+    import tomllib
+
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(reviews_dir.glob("*.toml")):
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+        if data.get("release") != path.stem:
+            raise ValueError(f"{path}: release = {data.get('release')!r}, expected {path.stem!r}")
+        for table, allowed in (("review", REVIEW_VERDICTS), ("fixed", FIX_VERDICTS)):
+            for entry in data.get(table, []):
+                for key in ("clause", "signature", "verdict", "reason"):
+                    if not isinstance(entry.get(key), str) or not entry[key]:
+                        raise ValueError(f"{path}: an entry lacks {key!r}: {entry}")
+                if entry["verdict"] not in allowed:
+                    raise ValueError(f"{path}: [[{table}]] verdict {entry['verdict']!r} is not one of "
+                                     f"{', '.join(allowed)}")
+        out[path.stem] = data
+    return out
+
+
+def _review_matches(entry: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+    import fnmatch
+
+    return (fnmatch.fnmatchcase(row["clause"], entry["clause"])
+            and fnmatch.fnmatchcase(row["signature"], entry["signature"]))
+
+
+def reviewed(rows: Sequence[Mapping[str, Any]], reviews: Mapping[str, Mapping[str, Any]]
+             ) -> tuple[dict[int, tuple[str, int]], dict[int, tuple[str, int]], list[str]]:
+    """Which review explains each row: (born, fixed) maps row index -> (release, entry index),
+    the first matching entry of the row's first-bad (fixed-in) release; and every entry that
+    explains no row (a stale review)."""
+    born: dict[int, tuple[str, int]] = {}
+    fixed: dict[int, tuple[str, int]] = {}
+    used: set[tuple[str, str, int]] = set()
+    for i, row in enumerate(rows):
+        for table, release, target in (("review", row["first_bad"], born), ("fixed", row["fixed_in"], fixed)):
+            entries = reviews.get(release or "", {}).get(table, [])
+            for j, entry in enumerate(entries):
+                if _review_matches(entry, row):
+                    target[i] = (release, j)
+                    used.add((release, table, j))
+                    break
+    stale = [f"{release} [[{table}]] #{j + 1}: {entry['clause']} {entry['signature']}"
+             for release, data in reviews.items() for table in ("review", "fixed")
+             for j, entry in enumerate(data.get(table, [])) if (release, table, j) not in used]
+    return born, fixed, stale
+
+
+def check_reviews(releases: Sequence[str], findings_path: Path | None = None,
+                  reviews_dir: Path = REVIEWS) -> list[str]:
+    """Problems with the reviews of ``releases``: a finding first seen (or fixed) there that no
+    review explains, a review that explains nothing, a finding judged the kit's mistake."""
+    rows = json.loads((findings_path or REPORTS.parent / "findings.json").read_text())
+    reviews = load_reviews(reviews_dir)
+    born, fixed, stale = reviewed(rows, reviews)
+    problems = []
+    for i, row in enumerate(rows):
+        if row["first_bad"] in releases and i not in born:
+            problems.append(f"unreviewed: first bad in {row['first_bad']}: {row['clause']} {row['signature']}")
+        if row["fixed_in"] in releases and "fixed" in reviews.get(row["fixed_in"], {}) and i not in fixed:
+            problems.append(f"unreviewed fix in {row['fixed_in']}: {row['clause']} {row['signature']}")
+        for table, match in (("review", born.get(i)), ("fixed", fixed.get(i))):
+            if match is None or match[0] not in releases:
+                continue
+            release, j = match
+            if reviews[release][table][j]["verdict"] == "kit":
+                problems.append(f"the kit's mistake ({release}): {row['clause']} {row['signature']}")
+    problems += [f"stale review: {s}" for s in stale if s.split(" ")[0] in releases]
+    return problems
 
 
 def write_doc(reports_dir: Path = REPORTS, doc: Path = DOC) -> None:
@@ -537,7 +680,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="keep a release's report if it exists with the same profile and seed")
     parser.add_argument("--render-only", action="store_true", help="re-render docs/vllm-history.md only")
     parser.add_argument("--date", help="date for the header (default: today, UTC)")
+    parser.add_argument("--check-reviews", metavar="RELEASES",
+                        help="list the findings first seen (or fixed) in these comma-separated releases that "
+                             "docs/vllm-history/reviews/<release>.toml does not explain, and exit 1 if any")
     args = parser.parse_args(argv)
+    if args.check_reviews:
+        problems = check_reviews([v.strip() for v in args.check_reviews.split(",") if v.strip()])
+        for problem in problems:
+            print(problem)
+        say(f"{len(problems)} problem(s) with the reviews of {args.check_reviews}")
+        return 1 if problems else 0
     if args.render_only:
         write_doc()
         return 0
