@@ -439,30 +439,32 @@ class VllmEngine:
             given = self.to_engine(base) if base is not None else None
         except Exception:  # noqa: BLE001 - a kind the adapter cannot build has nothing to compare
             return out
-        if given is None:
+        if base is None or given is None:
             return out
         init = {f.name for f in dataclasses.fields(cls) if f.init}
         for f in dataclasses.fields(kind):
             if f.name in skip or f.name not in init:
                 continue
-            kwargs = {n: getattr(given, n) for n in init if n != f.name and hasattr(given, n)}
-            try:
-                derived = cls(**kwargs)
-            except Exception:  # noqa: BLE001 - the field is required: nothing is derived
-                continue
-            try:
-                if self._from_value(f.default, getattr(derived, f.name)) == getattr(base, f.name):
-                    continue
-            except Exception:  # noqa: BLE001 - a value the contract cannot hold: not this case
-                continue
-            try:
-                same_page = int(derived.page_size_bytes) == int(given.page_size_bytes)
-            except Exception:  # noqa: BLE001
-                continue
-            if same_page:
+            found = self._derived_if_without_effect(cls, given, base, f, init)
+            if found:
                 out[f.name] = (f"vllm {self.version}'s {kind.__name__} derives {f.name}="
-                               f"{getattr(derived, f.name)!r} when not given and leaves it out of its page")
+                               f"{found[0]!r} when not given and leaves it out of its page")
         return out
+
+    def _derived_if_without_effect(self, cls: type, given: Any, base: KVCacheSpec,
+                                   f: dataclasses.Field[Any], init: set[str]) -> tuple[Any, ...]:
+        """``(value,)``: what ``cls`` derives for field ``f`` when it is not given, if that differs
+        from the contract's and leaves the page unchanged; else ``()``."""
+        kwargs = {n: getattr(given, n) for n in init if n != f.name and hasattr(given, n)}
+        try:
+            derived = cls(**kwargs)
+            value = getattr(derived, f.name)
+            if self._from_value(f.default, value) == getattr(base, f.name):
+                return ()
+            same_page = int(derived.page_size_bytes) == int(given.page_size_bytes)
+        except Exception:  # noqa: BLE001 - required, or a value the contract cannot hold: not this case
+            return ()
+        return (value,) if same_page else ()
 
     # -- conversion ---------------------------------------------------------
     def _to_value(self, value: Any, hint: Any = None) -> Any:
