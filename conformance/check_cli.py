@@ -20,7 +20,7 @@ from kvcontract.conformance.runner import (
     run_check,
 )
 from kvcontract.conformance.suite import known_clauses
-from kvcontract.conformance.xfails import XfailsError, load_xfails
+from kvcontract.conformance.xfails import XfailsError, check_xfails_options
 from kvcontract.usage import UsageError
 
 
@@ -67,13 +67,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.xfails and args.no_xfails:
-        raise UsageError("--xfails and --no-xfails exclude each other")
-    if args.xfails:
-        try:
-            load_xfails(args.xfails)
-        except XfailsError as exc:
-            raise UsageError(str(exc)) from None
+    check_xfails_options(args.xfails, args.no_xfails)
     clauses = [c.strip() for c in args.clauses.split(",") if c.strip()] if args.clauses else None
     if args.clauses is not None and not clauses:
         raise UsageError("--clauses names no clause")

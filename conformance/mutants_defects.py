@@ -1,11 +1,11 @@
-"""A deliberately defective merge whose compatibility check is a bare ``assert``.
+"""A deliberately defective merge whose compatibility check exists only in ``__debug__``.
 
 This module exists only for the mutant catalogue (``kvcontract.conformance.mutants``,
 mutant ``bare-assert``): it imitates vLLM 0.34.0's ``FullAttentionSpec.merge`` and
 ``MLAAttentionSpec.merge``, which guard agreement with ``assert`` statements that
-``python -O`` removes. It is the one place in the kit's library code that holds an
-``assert`` statement, on purpose, and the meta-test that forbids ``assert`` in
-library code exempts this file by name. Nothing else may import it.
+``python -O`` removes. The imitation spells out what such an assert does (raise
+``AssertionError`` only while ``__debug__`` is true) instead of using one, so the
+kit's library code holds no ``assert`` statement. Nothing else may import it.
 
 The defect violates ERROR-OPTIMIZE-1 (and, under ``-O``, ERROR-DETECT-1,
 ERROR-TYPE-1, ERROR-KIND-1); in the normal interpreter it behaves as the reference.
@@ -35,5 +35,6 @@ def merge_guarded_by_assert(specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
         merged = reference.merge(specs)
     except reference.IncompatibleSpecs as exc:
         merged, problem = dataclasses.replace(specs[0]), str(exc)
-    assert problem is None, problem  # noqa: S101 - the defect under test (ERROR-OPTIMIZE-1)
+    if __debug__ and problem is not None:  # the defect under test (ERROR-OPTIMIZE-1): gone under -O
+        raise AssertionError(problem)
     return merged

@@ -21,7 +21,7 @@ from kvcontract.conformance.symbolic import (
     render,
     run_symbolic,
 )
-from kvcontract.conformance.xfails import XfailsError, load_xfails
+from kvcontract.conformance.xfails import check_xfails_options
 from kvcontract.usage import UsageError
 
 
@@ -86,13 +86,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--budget must be positive")
     if args.iterations is not None and args.iterations <= 0:
         raise UsageError("--iterations must be positive")
-    if args.xfails and args.no_xfails:
-        raise UsageError("--xfails and --no-xfails exclude each other")
-    if args.xfails:
-        try:
-            load_xfails(args.xfails)
-        except XfailsError as exc:
-            raise UsageError(str(exc)) from None
+    check_xfails_options(args.xfails, args.no_xfails)
     budget = args.budget if args.budget is not None or args.iterations is not None else DEFAULT_BUDGET_S
     signal.signal(signal.SIGTERM, _interrupted)  # a stopped run closes its workers, keeps its report
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))

@@ -116,6 +116,20 @@ def load_xfails(path: str | Path) -> Expectations:
     return Expectations(str(path), str(data.get("engine", "")), str(data.get("version", "")), tuple(entries))
 
 
+def check_xfails_options(xfails: str | None, no_xfails: bool) -> None:
+    """The command lines' ``--xfails FILE`` / ``--no-xfails``: they exclude each other, and
+    a given file must load. Raises :class:`kvcontract.usage.UsageError`."""
+    from kvcontract.usage import UsageError  # imports nothing: no cycle
+
+    if xfails and no_xfails:
+        raise UsageError("--xfails and --no-xfails exclude each other")
+    if xfails:
+        try:
+            load_xfails(xfails)
+        except XfailsError as exc:
+            raise UsageError(str(exc)) from None
+
+
 def default_xfails(engine_name: str, engine_version: str) -> Path | None:
     """The bundled expectations file for this engine release, if there is one."""
     candidate = XFAILS_DIR / f"{engine_name}-{engine_version}.toml"
