@@ -863,15 +863,16 @@ def check_group_page(engine: Engine, ex: Example) -> None:
     page_of = {g.layer_names: engine.page_size(_to_engine(engine, g.spec)) for g in groups if g.spec is not None}
     pages = set(page_of.values())
     if len(pages) > 1:
-        largest = max(pages)
         table = dict(ex.table)
-        short = [type(table[n]).__name__ for names, page in page_of.items() if page != largest
-                 for n in names if n in table]
-        raise Violation(f"groups have page sizes {sorted(pages)}",
+        largest = max(engine.page_size(_to_engine(engine, spec)) for spec in table.values())
+        off_target = [type(table[n]).__name__ for names, page in page_of.items() if page != largest
+                      for n in names if n in table]  # the layers that missed P, not those beside them
+        raise Violation(f"groups have page sizes {sorted(pages)}; the largest layer page is {largest}, "
+                        f"missed by {', '.join(sorted(set(off_target)))}",
                         GROUP_SETUP + "pages = {spec.page_size_bytes for _, spec in pairs}\n"
                         "if len(pages) > 1:\n    raise SystemExit(f'VIOLATION of GROUP-PAGE-1: {pages}')\n"
                         "print('no violation')",
-                        signature("unequal-pages", short))
+                        signature("unequal-pages", off_target))
     try:
         expected = {frozenset(g.layer_names): g.spec for g in reference.group_layers(dict(ex.table))}
     except reference.GroupingError:

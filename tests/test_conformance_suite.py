@@ -126,6 +126,42 @@ def test_signatures_name_the_defect_not_the_draw():
     assert len(_incompatible_signatures(kinds, ["kind"], "FullAttentionSpec")) == 3  # a spec of no member's kind
 
 
+def test_unequal_pages_name_the_layer_that_missed_the_largest_page():
+    """GROUP-PAGE-1: when one layer's page overshoots the largest page (vLLM 0.30-0.34 under -O:
+    a SinkFullAttentionSpec whose tokens_per_state the merge drops), the finding names that
+    layer's kind, whatever other kinds sit beside it, so a third layer is not a new finding."""
+    import dataclasses
+
+    from kvcontract.conformance import reference_engine
+    from kvcontract.conformance.engine import EngineGroup
+    from kvcontract.conformance.laws import check_group_page
+    from kvcontract.reference import (
+        ChunkedLocalAttentionSpec,
+        FullAttentionSpec,
+        KVDtype,
+        SlidingWindowSpec,
+        group_layers,
+    )
+
+    class Overshoots(reference_engine.ReferenceEngine):
+        def group_layers(self, objs_by_layer):  # type: ignore[no-untyped-def]
+            return [EngineGroup(g.layer_names, dataclasses.replace(g.spec, block_size=g.spec.block_size * 4)
+                                if isinstance(g.spec, FullAttentionSpec) else g.spec)
+                    for g in group_layers(dict(objs_by_layer))]
+
+    shape = {"block_size": 16, "num_kv_heads": 1, "dtype": KVDtype.FLOAT32}
+    small = FullAttentionSpec(head_size=32, **shape)
+    window = SlidingWindowSpec(head_size=64, sliding_window=128, **shape)
+    chunk = ChunkedLocalAttentionSpec(head_size=64, attention_chunk_size=256, **shape)
+    signatures = set()
+    for table in ({"a": window, "b": small}, {"a": window, "b": chunk, "c": small}):
+        with pytest.raises(Violation) as info:
+            check_group_page(Overshoots(), Example(table=tuple(table.items())))
+        signatures.add(info.value.signature)
+        assert "the largest layer page is 8192, missed by FullAttentionSpec" in info.value.message
+    assert signatures == {"unequal-pages:FullAttentionSpec"}
+
+
 def test_normal_and_optimized_passes_draw_the_same_examples(reference_report):
     by_mode: dict[str, dict[str, int]] = {}
     for run in reference_report.clauses:
