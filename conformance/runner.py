@@ -89,16 +89,17 @@ class _Findings:
     def judge(self, engine: Engine, law_: Law, ex: Example, phase: str, emit: Emit | None) -> Violation | None:
         self.examples += 1
         self.pairs |= exercised([*ex.specs, *(s for _, s in ex.table)])
+        pristine = ex.to_json()  # an engine that writes into its inputs must not rewrite the witness
         if emit is not None:
-            emit({"clause": law_.clause, "phase": phase, "example": ex.to_json()})
-        pristine = copy.deepcopy(ex)  # an engine that writes into its inputs must not rewrite the witness
+            emit({"clause": law_.clause, "phase": phase, "example": pristine})
         try:
             law_.check(engine, ex)
         except Violation as violation:
-            violation.example = pristine
-            for sig in violation.signatures:
-                if sig not in self.found:
-                    self.found[sig] = (pristine, violation, phase)
+            new = [sig for sig in violation.signatures if sig not in self.found]
+            if new:  # the example is rebuilt only for a new finding: most violations repeat one
+                violation.example = law_.example_type.from_json(pristine)
+                for sig in new:
+                    self.found[sig] = (violation.example, violation, phase)
             return violation
         except Exception as exc:  # noqa: BLE001 - the kit could not judge: an error, not a finding
             self.not_driven += 1
@@ -316,6 +317,22 @@ def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     return {"records": [r.model_dump() for r in records], "run": run.model_dump()}
 
 
+def replay_all_task(args: Mapping[str, Any], emit: Emit) -> list[dict[str, Any]]:
+    """:func:`replay_task` for many (clause, witness) pairs, one progress event each; a witness
+    whose replay raises gets that exception as its result, the others still run."""
+    engine = _engine(str(args["engine"]))
+    out: list[dict[str, Any]] = []
+    for clause_id, witness in args["items"]:
+        emit({"clause": clause_id, "phase": "replay", "example": witness})
+        try:
+            violation = _replay(engine, law(str(clause_id)), witness)
+        except Exception as exc:  # noqa: BLE001 - that witness's result, as replay_task's worker reports it
+            out.append({"raised": f"{type(exc).__name__}: {exc}", "where": last_frame(exc)})
+            continue
+        out.append({"violation": violation is not None, "signatures": violation.signatures if violation else []})
+    return out
+
+
 def replay_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     """Replay one witness of one clause here: does it still violate, with which signature?"""
     engine = _engine(str(args["engine"]))
@@ -377,8 +394,7 @@ class Pass:
     def run(self) -> None:
         try:
             if self.clauses:
-                self._say(f"[{self.mode}] loading {self.engine_name} ...")
-                self.info()  # the engine's import is not an example: it gets its own time limit
+                self.info()  # loaded already (run_check); a worker that died since reloads here
             for index, clause in enumerate(self.clauses, 1):
                 if not self.worker.alive():
                     # Load the engine first, under the load limit: importing an engine (a
@@ -413,6 +429,17 @@ class Pass:
                                {"engine": self.engine_name, "clause": clause, "witness": dict(witness)},
                                timeout=self.clause_timeout, heartbeat=self.example_timeout)
 
+    def replay_all(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> list[TaskResult]:
+        """:meth:`replay` of each (clause, witness), in one task (each witness its own heartbeat);
+        when that task hangs or crashes, witness by witness, so the culprit gets its own record."""
+        batch = self.worker.run("kvcontract.conformance.runner:replay_all_task",
+                                {"engine": self.engine_name, "items": [[c, dict(w)] for c, w in items]},
+                                timeout=self.clause_timeout, heartbeat=self.example_timeout)
+        if not batch.ok:
+            return [self.replay(clause, witness) for clause, witness in items]
+        return [TaskResult("raised", error=v["raised"], where=v["where"]) if "raised" in v
+                else TaskResult("done", value=v) for v in batch.value]
+
     def _say(self, line: str) -> None:
         if self.progress is not None:
             self.progress(line)
@@ -442,11 +469,12 @@ def _derived(records: list[Record], normal: Pass | None, expectations: Expectati
             continue
         expected = {e.signature: e for e in expectations.for_clause(clause_id, "optimized")} if expectations else {}
         found: list[Record] = []
-        for evidence in optimized:
+        firsts: dict[str, Record] = {}
+        for r in optimized:
+            firsts.setdefault(f"optimized-only:{r.clause}:{r.signature}", r)
+        results = normal.replay_all([(r.clause, r.witness or {}) for r in firsts.values()])
+        for evidence, result in zip(firsts.values(), results, strict=True):
             sig = f"optimized-only:{evidence.clause}:{evidence.signature}"
-            if any(f.signature == sig for f in found):
-                continue
-            result = normal.replay(evidence.clause, evidence.witness or {})
             if not result.ok:
                 found.append(failure_record(clause_id, "optimized", result))
                 continue
@@ -481,6 +509,32 @@ def selected_clauses(clauses: Sequence[str] | None) -> list[str]:
     return [law_.clause for law_ in LAWS if law_.clause in wanted]
 
 
+def _load_engine_everywhere(passes: Mapping[str, Pass]) -> dict[str, dict[str, Any]]:
+    """Each pass's worker loads the engine at once, side by side (an engine's import is most
+    of a quick check); the first load that fails raises its :class:`EngineLoadError`."""
+    infos: dict[str, dict[str, Any]] = {}
+    problems: dict[str, BaseException] = {}
+
+    def load(mode: str) -> None:
+        start = time.perf_counter()
+        try:
+            infos[mode] = passes[mode].info()
+            passes[mode]._say(f"[{mode}] {infos[mode]['name']} {infos[mode]['version']} loaded "
+                              f"({time.perf_counter() - start:.1f}s)")
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
+            problems[mode] = exc
+
+    threads = [threading.Thread(target=load, args=(m,), name=f"kvcontract-load-{m}") for m in passes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for mode in passes:
+        if mode in problems:
+            raise problems[mode]
+    return infos
+
+
 def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0,
               optimize: str = "both", xfails: str | None = None, use_default_xfails: bool = False,
               clauses: Sequence[str] | None = None, progress: Progress | None = None,
@@ -496,7 +550,7 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
                       xfails=xfails, clauses=selected, progress=progress, clause_timeout=clause_timeout,
                       example_timeout=example_timeout) for m in modes}
     try:
-        info = passes[modes[0]].info()
+        info = _load_engine_everywhere(passes)[modes[0]]
         if use_default_xfails and xfails is None and info.get("expectations"):
             xfails = str(info["expectations"])
             for p in passes.values():

@@ -484,18 +484,26 @@ def exercised(specs: list[KVCacheSpec]) -> set[tuple[str, str]]:
     members, or from the field's default in some member."""
     out: set[tuple[str, str]] = set()
     for spec in specs:
-        for f in dataclasses.fields(spec):
-            value = getattr(spec, f.name)
-            if f.default is not dataclasses.MISSING and value != f.default:
-                out.add((type(spec).__name__, f.name))
+        try:
+            out |= _off_default(spec)
+        except TypeError:  # an unhashable field value: not cached
+            out |= _off_default.__wrapped__(spec)
     by_kind: dict[type[KVCacheSpec], list[KVCacheSpec]] = {}
     for spec in specs:
         by_kind.setdefault(type(spec), []).append(spec)
     for kind, members in by_kind.items():
+        if len(members) < 2:
+            continue
         for f in dataclasses.fields(kind):
             if len({repr(getattr(m, f.name)) for m in members}) > 1:
                 out.add((kind.__name__, f.name))
     return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _off_default(spec: KVCacheSpec) -> frozenset[tuple[str, str]]:
+    return frozenset((type(spec).__name__, f.name) for f in dataclasses.fields(spec)
+                     if f.default is not dataclasses.MISSING and getattr(spec, f.name) != f.default)
 
 
 def all_pairs(domain: Domain) -> set[tuple[str, str]]:

@@ -188,37 +188,38 @@ class Worker:
         except (BrokenPipeError, OSError):
             return self._died(start, None)
         deadline = start + timeout
-        last_event: Mapping[str, Any] | None = None
+        prefix = _event_prefix(task_id).encode()
+        last_event: bytes | None = None  # parsed only when needed: a task sends one event per example
         while True:
             now = time.monotonic()
             wait = deadline - now
             if heartbeat is not None:
                 wait = min(wait, heartbeat)
             if wait <= 0:
-                return self._hung(start, last_event, timeout, heartbeat, now >= deadline)
+                return self._hung(start, _event_of(last_event), timeout, heartbeat, now >= deadline)
             try:
                 raw = self._lines.get(timeout=wait)
             except queue.Empty:
                 now = time.monotonic()
-                return self._hung(start, last_event, timeout, heartbeat, now >= deadline)
+                return self._hung(start, _event_of(last_event), timeout, heartbeat, now >= deadline)
             if raw is None:
-                return self._died(start, last_event)
+                return self._died(start, _event_of(last_event))
+            if raw.startswith(prefix):
+                last_event = raw
+                if on_event is not None:
+                    on_event(_event_of(raw) or {})
+                continue
             try:
                 message = json.loads(raw)
             except ValueError:
                 continue  # not ours (cannot happen: fd 1 is the log), ignore
             if message.get("id") != task_id:
                 continue
-            if "event" in message:
-                last_event = message["event"]
-                if on_event is not None:
-                    on_event(last_event)
-                continue
             seconds = time.monotonic() - start
             if "done" in message:
-                return TaskResult("done", value=message["done"], last_event=last_event, seconds=seconds)
-            return TaskResult("raised", error=str(message.get("raised", "")),
-                              where=str(message.get("where", "")), last_event=last_event, seconds=seconds)
+                return TaskResult("done", value=message["done"], last_event=_event_of(last_event), seconds=seconds)
+            return TaskResult("raised", error=str(message.get("raised", "")), where=str(message.get("where", "")),
+                              last_event=_event_of(last_event), seconds=seconds)
 
     def _hung(self, start: float, last_event: Mapping[str, Any] | None, timeout: float,
               heartbeat: float | None, whole: bool) -> TaskResult:
@@ -236,6 +237,23 @@ class Worker:
         detail = f" (last log lines: {' | '.join(tail)})" if tail else ""
         return TaskResult("crashed", error=f"the worker {describe_exit(code)}{detail}",
                           last_event=last_event, seconds=time.monotonic() - start)
+
+
+def _event_prefix(task_id: int) -> str:
+    return f'{{"id": {task_id}, "event": '
+
+
+def event_line(task_id: int, event: Mapping[str, Any]) -> str:
+    """An event as the worker writes it: a JSON line (``{"id": N, "event": {...}}``) that the
+    supervisor tells apart by its prefix alone, parsing only the last one it needs."""
+    return _event_prefix(task_id) + json.dumps(dict(event), default=str) + "}"
+
+
+def _event_of(raw: bytes | None) -> Mapping[str, Any] | None:
+    if raw is None:
+        return None
+    event: Mapping[str, Any] = json.loads(raw)["event"]
+    return event
 
 
 def _pump(stream: IO[bytes] | None, lines: queue.Queue[bytes | None]) -> None:
@@ -287,8 +305,8 @@ def serve() -> int:
     sys.stdout = sys.stderr
     lock = threading.Lock()
 
-    def send(message: Mapping[str, Any]) -> None:
-        text = json.dumps(message, default=str)
+    def send(message: Mapping[str, Any] | str) -> None:
+        text = message if isinstance(message, str) else json.dumps(message, default=str)
         with lock:
             protocol.write(text + "\n")
             protocol.flush()
@@ -300,7 +318,7 @@ def serve() -> int:
         task_id = task["id"]
 
         def emit(event: Mapping[str, Any], _id: int = task_id) -> None:
-            send({"id": _id, "event": dict(event)})
+            send(event_line(_id, event))
 
         try:
             value = _resolve(task["call"])(task.get("args", {}), emit)
@@ -312,4 +330,8 @@ def serve() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(serve())
+    status = serve()
+    sys.stderr.flush()
+    # Skip the interpreter's teardown: an engine's atexit hooks and module finalizers (torch,
+    # vLLM) take seconds, and every answer has been flushed already.
+    os._exit(status)
