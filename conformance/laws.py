@@ -904,7 +904,7 @@ def check_group_page(engine: Engine, ex: Example) -> None:
         if g.spec.block_size != want.block_size or got_page != want.page_size_bytes:
             raise Violation(
                 f"group {list(g.layer_names)} reached page {got_page} with block_size "
-                f"{g.spec.block_size}; the contract grows block_size to {want.block_size} "
+                f"{g.spec.block_size}; the contract's spec for that group has block_size {want.block_size} "
                 f"(page {want.page_size_bytes})",
                 GROUP_SETUP + "for names, spec in pairs:\n"
                 f"    if set(names) == set({sorted(g.layer_names)!r}) and (spec.block_size, spec.page_size_bytes) != "

@@ -178,3 +178,20 @@ def test_committed_matrix_shows_the_0_29_0_union_failure() -> None:
                                                  or "non_causal_multi_token_decode" in keys[k]["message"])]
     assert named, "no 0.29.0 merge finding names non_causal_multi_token_decode on MLAAttentionSpec"
     assert {k[1] for k in named} == {"normal", "optimized"}
+
+
+def test_every_checked_release_bundles_expectations_for_exactly_its_findings() -> None:
+    """Issue 10: each release of the matrix has its expectations file, keyed by signature, whose
+    entries are that release's findings (default profile), no more and no fewer, each with a
+    reviewed reason and a pinned witness (only merge([]) needs none)."""
+    from kvcontract.conformance.xfails import default_xfails, load_xfails
+
+    index, loaded = vm._load(REPORTS)
+    for version in index["checked"]:
+        path = default_xfails("vllm", version)
+        assert path is not None, f"no conformance/xfails/vllm-{version}.toml"
+        expectations = load_xfails(path)
+        expected = {(e.clause, e.mode, e.signature) for e in expectations.entries}
+        assert expected == set(vm.findings(loaded[version])), version
+        assert all(e.reason for e in expectations.entries), version
+        assert all(e.witness for e in expectations.entries if e.clause != "ERROR-EMPTY-1"), version
