@@ -211,6 +211,8 @@ class VllmEngine:
         self._engine_enums: dict[str, type[enum.Enum]] | None = None
         self._plain: set[str] | None = None
         self._unsupported: dict[type, dict[str, str]] = {}
+        self._not_read_back: dict[type, frozenset[str]] = {}
+        """Per kind, the fields the release derives without effect (see _derived_without_effect)."""
         self._router: Router | None = None
         self._router_problem: str | None = None
 
@@ -422,7 +424,9 @@ class VllmEngine:
             missing[f.name] = (f"vllm {self.version}'s {kind.__name__}.{f.name} is "
                                f"{getattr(hint, '__name__', hint)!s}, not a {ref_type.__name__} the adapter can "
                                "give (no such enum in this release)")
-        missing.update(self._derived_without_effect(kind, cls, set(missing)))
+        derived = self._derived_without_effect(kind, cls, set(missing))
+        self._not_read_back[kind] = frozenset(derived)
+        missing.update(derived)
         return missing
 
     def _derived_without_effect(self, kind: type[KVCacheSpec], cls: type, skip: set[str]) -> dict[str, str]:
@@ -517,7 +521,8 @@ class VllmEngine:
         if kind is None:
             raise UnmappableResult(f"vllm returned a {type(obj).__name__}, not a reference kind")
         values = {}
-        ignored = {n for n, why in self.unsupported_fields(kind).items() if "leaves it out of its page" in why}
+        self.unsupported_fields(kind)  # finds the fields not to read back, once per kind
+        ignored = self._not_read_back.get(kind, frozenset())
         for f in dataclasses.fields(kind):
             if hasattr(obj, f.name) and f.name not in ignored:
                 values[f.name] = self._from_value(f.default, getattr(obj, f.name))

@@ -164,10 +164,6 @@ def _load(reports_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]
     return index, loaded
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _modes(modes: Iterable[str]) -> str:
     present = set(modes)
     return " ".join(MODE_LABEL[m] for m in MODES if m in present)
@@ -226,7 +222,7 @@ def render(index: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]) -
     for v in versions:
         per_seed = index["results"][v]["seeds"]
         cells = [f"{per_seed[s]['findings']} `{per_seed[s]['digest']}`" if s in per_seed
-                 else _cell(index["results"][v].get("failed_seeds", {}).get(s, "not run")) for s in seeds]
+                 else vllm_history._cell(index["results"][v].get("failed_seeds", {}).get(s, "not run")) for s in seeds]
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
     shaky = {v: index["results"][v].get("unstable", []) for v in versions}
     lines += ["", "## Unstable verdicts", ""]
@@ -235,7 +231,7 @@ def render(index: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]) -
         for v in versions:
             for u in shaky[v]:
                 clause, mode, sig = u["key"]
-                lines.append(f"| {v} | `{clause}` | {MODE_LABEL[mode]} | `{_cell(sig)}` | "
+                lines.append(f"| {v} | `{clause}` | {MODE_LABEL[mode]} | `{vllm_history._cell(sig)}` | "
                              f"{', '.join(str(s) for s in u['seeds'])} |")
     else:
         lines.append("None: every release has the same findings at every seed.")
@@ -259,7 +255,7 @@ def render(index: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]) -
         lines.append(f"| `{clause}` | {level} | " + " | ".join(cells) + " |")
     if skipped:
         lines += ["", "Skipped:", ""]
-        lines += [f"- `{clause}` on {', '.join(vs)}: {_cell(why)}" for (clause, why), vs in sorted(skipped.items())]
+        lines += [f"- `{clause}` on {', '.join(vs)}: {vllm_history._cell(why)}" for (clause, why), vs in sorted(skipped.items())]
     lines += ["", "## Every finding", "",
               "One row per clause x signature; a release's cell names the modes that have it.", "",
               "| clause | signature | " + " | ".join(versions) + " |",
@@ -269,7 +265,7 @@ def render(index: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]) -
                                   cs[1]))
     for clause, sig in rows:
         cells = [_modes(m for c, m, s in found[v] if (c, s) == (clause, sig)) for v in versions]
-        lines.append(f"| `{clause}` | `{_cell(sig) or '(none)'}` | " + " | ".join(cells) + " |")
+        lines.append(f"| `{clause}` | `{vllm_history._cell(sig) or '(none)'}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
