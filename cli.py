@@ -20,11 +20,11 @@ from kvcontract.usage import UsageError
 # Verb modules, imported lazily so that a verb's heavy imports (torch, an
 # engine) never slow down or break the others.
 VERB_MODULES: tuple[str, ...] = (
-    "kvcontract.conformance.check_cli",
-    "kvcontract.conformance.diff_cli",
-    "kvcontract.conformance.coverage_cli",
-    "kvcontract.conformance.symbolic_cli",
-    "kvcontract.conformance.mutants_cli",
+    "kvcontract.conformance.cli.check",
+    "kvcontract.conformance.cli.diff",
+    "kvcontract.conformance.cli.coverage",
+    "kvcontract.conformance.cli.symbolic",
+    "kvcontract.conformance.power.hunt",
     "kvcontract.kernels.cli",
 )
 

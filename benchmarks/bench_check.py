@@ -30,7 +30,7 @@ def wall(cmd: list[str]) -> tuple[float, int]:
 
 def two_imports(engine: str) -> float:
     """Wall time of two fresh interpreters loading the engine at once (a normal and a -O one)."""
-    code = f"from kvcontract.conformance.registry import resolve_engine; resolve_engine({engine!r})"
+    code = f"from kvcontract.conformance.engines.registry import resolve_engine; resolve_engine({engine!r})"
     start = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, *flags, "-c", code], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for flags in ([], ["-O"])]

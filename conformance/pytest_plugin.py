@@ -28,7 +28,7 @@ class ClauseItem(pytest.Item):
         self.law = law
 
     def runtest(self) -> None:
-        from kvcontract.conformance.runner import run_law
+        from kvcontract.conformance.run.session import run_law
 
         state = self.config._kvcontract  # type: ignore[attr-defined]
         records, _run = run_law(state["engine"], self.law, state["profile"], state["seed"], state["xfails"])
@@ -61,7 +61,7 @@ class ClauseFailure(Exception):
 
 class ConformanceCollector(pytest.Collector):
     def collect(self) -> list[pytest.Item]:
-        from kvcontract.conformance.suite import LAWS
+        from kvcontract.conformance.contract.laws import LAWS
 
         return [ClauseItem.from_parent(self, name=law.clause, law=law) for law in LAWS]
 
@@ -70,8 +70,8 @@ def pytest_configure(config: Any) -> None:
     name = config.getoption("--kvcontract-engine")
     if not name:
         return
-    from kvcontract.conformance.registry import resolve_engine
-    from kvcontract.conformance.xfails import default_xfails, load_xfails
+    from kvcontract.conformance.engines.registry import resolve_engine
+    from kvcontract.conformance.reports.expectations import default_xfails, load_xfails
 
     engine = resolve_engine(name)
     path = config.getoption("--kvcontract-xfails") or default_xfails(engine.name, engine.version)

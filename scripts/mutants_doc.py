@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kvcontract.conformance.mutants_cli import MutantsReport, render_markdown
+from kvcontract.conformance.power.hunt import MutantsReport, render_markdown
 from kvcontract.reports import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -31,7 +31,7 @@ with the reason.
 (a source-tree check: ``import vllm`` resolves to the release's tree), releases
 in parallel in a process pool (``--jobs``), with a progress line per step.
 
-**The history**: per finding subject x clause (``kvcontract.conformance.diff``'s
+**The history**: per finding subject x clause (``kvcontract.conformance.reports.diff``'s
 signature, kinds and fields included), the first release that has it and the
 first later release that no longer has it ("fixed in"), over the releases
 checked, in order. Generated, never edited by hand: ``--render-only`` re-renders
@@ -59,7 +59,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # the diff module's notion of a present finding and its subject
     sys.path.insert(0, str(REPO))
-from kvcontract.conformance.diff import PRESENT, subject  # noqa: E402
+from kvcontract.conformance.reports.diff import PRESENT, subject  # noqa: E402
 
 DOC = REPO / "docs" / "vllm-history.md"
 REPORTS = REPO / "docs" / "vllm-history" / "reports"
@@ -266,7 +266,7 @@ def write_pins(version: str, extras: Mapping[str, str]) -> None:
 
 ADAPTER_PROBE = """
 import json, sys
-from kvcontract.conformance.vllm_engine import VllmEngine
+from kvcontract.conformance.engines.vllm.engine import VllmEngine
 from kvcontract.reference import SPEC_KINDS
 engine = VllmEngine(sys.argv[1])
 missing = engine.unsupported_kinds()

@@ -49,7 +49,7 @@ for _path in (REPO, REPO / "scripts"):
         sys.path.insert(0, str(_path))
 import vllm_history  # noqa: E402  (the environments, the check and the slim report are the history's)
 
-from kvcontract.conformance.diff import PRESENT  # noqa: E402
+from kvcontract.conformance.reports.diff import PRESENT  # noqa: E402
 
 DOC = REPO / "docs" / "vllm-matrix.md"
 REPORTS = REPO / "docs" / "vllm-matrix" / "reports"

@@ -25,7 +25,7 @@ import sys
 import tomllib
 from typing import Any
 
-from kvcontract.conformance.xfails import toml_value
+from kvcontract.conformance.reports.expectations import toml_value
 
 
 def _matches(review: dict[str, Any], record: dict[str, Any]) -> bool:

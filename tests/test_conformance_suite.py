@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from kvcontract.conformance import runner
-from kvcontract.conformance.model import Example, Violation, render_snippet
-from kvcontract.conformance.registry import resolve_engine
-from kvcontract.conformance.report import Report, write_json, write_junit
-from kvcontract.conformance.strategies import FULL_DOMAIN
-from kvcontract.conformance.suite import DERIVED, LAWS, law
-from kvcontract.conformance.systematic import all_pairs
-from kvcontract.conformance.xfails import default_xfails, load_xfails, toml_value
+from kvcontract.conformance.contract.laws import DERIVED, LAWS, law
+from kvcontract.conformance.contract.model import Example, Violation, render_snippet
+from kvcontract.conformance.contract.strategies import FULL_DOMAIN
+from kvcontract.conformance.contract.systematic import all_pairs
+from kvcontract.conformance.engines.registry import resolve_engine
+from kvcontract.conformance.reports.check import Report, write_json, write_junit
+from kvcontract.conformance.reports.expectations import default_xfails, load_xfails, toml_value
+from kvcontract.conformance.run import session as runner
 from kvcontract.spec import load_catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,8 +88,8 @@ def test_systematic_phase_exercises_every_kind_and_field(reference_report):
 def test_systematic_phase_enumerates_what_only_random_draws_found_before():
     """What a random draw found on some seeds only (vLLM 0.29.0/0.30.0) is enumerated, so
     that a release's findings do not depend on the seed."""
-    from kvcontract.conformance import systematic as sysm
-    from kvcontract.conformance.strategies import grouping_domain
+    from kvcontract.conformance.contract import systematic as sysm
+    from kvcontract.conformance.contract.strategies import grouping_domain
 
     equal_pages = list(sysm.page_equal_near_misses(FULL_DOMAIN))
     assert equal_pages and all(a.page_size_bytes == b.page_size_bytes and getattr(a, f) != getattr(b, f)
@@ -111,7 +111,10 @@ def test_systematic_phase_enumerates_what_only_random_draws_found_before():
 def test_signatures_name_the_defect_not_the_draw():
     """An invalid result names its kind and the fields at fault, not the example's kinds; a
     group of mixed kinds under one member's spec pairs that kind with each other one."""
-    from kvcontract.conformance.laws import _incompatible_signatures, _invalid_signature
+    from kvcontract.conformance.contract.laws.chapters import (
+        _incompatible_signatures,
+        _invalid_signature,
+    )
     from kvcontract.reference import FullAttentionSpec, InvalidSpec, KVDtype
 
     with pytest.raises(InvalidSpec) as info:
@@ -132,9 +135,9 @@ def test_unequal_pages_name_the_layer_that_missed_the_largest_page():
     layer's kind, whatever other kinds sit beside it, so a third layer is not a new finding."""
     import dataclasses
 
-    from kvcontract.conformance import reference_engine
-    from kvcontract.conformance.engine import EngineGroup
-    from kvcontract.conformance.laws import check_group_page
+    from kvcontract.conformance.contract.laws.chapters import check_group_page
+    from kvcontract.conformance.engines import reference as reference_engine
+    from kvcontract.conformance.engines.protocol import EngineGroup
     from kvcontract.reference import (
         ChunkedLocalAttentionSpec,
         FullAttentionSpec,
@@ -412,7 +415,7 @@ def test_every_check_option_is_documented():
 
 @pytest.mark.slow
 def test_cli_check_third_party_engine(tmp_path):
-    result = _cli("check", "--engine", "kvcontract.conformance.reference_engine:ReferenceEngine",
+    result = _cli("check", "--engine", "kvcontract.conformance.engines.reference:ReferenceEngine",
                   "--profile", "quick", "--quiet", "--json", str(tmp_path / "r.json"),
                   "--junit", str(tmp_path / "r.xml"))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from kvcontract import cli
-from kvcontract.conformance import engine as engine_module
-from kvcontract.conformance.reference_engine import ReferenceEngine
+from kvcontract.conformance.engines import protocol as engine_module
+from kvcontract.conformance.engines.reference import ReferenceEngine
 
 
 def test_reference_is_fully_classified(capsys):

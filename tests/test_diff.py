@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kvcontract.cli import main
-from kvcontract.conformance.diff import (
+from kvcontract.conformance.reports.diff import (
     PRESENT,
     ReportReadError,
     apply_baseline,
@@ -147,7 +147,7 @@ def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_apply_baseline_takes_a_report_model(tmp_path: Path) -> None:
-    from kvcontract.conformance.report import Record, Report, summarize
+    from kvcontract.conformance.reports.check import Record, Report, summarize
 
     records = [Record(clause="MERGE-ANNOTATION-1", title="t", level="MUST", mode="normal", status="fail",
                       signature="dropped:MLAAttentionSpec:is_draft")]

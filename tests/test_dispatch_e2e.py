@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvcontract.conformance.mutants import MUTANTS
+from kvcontract.conformance.engines.mutants import MUTANTS
 from kvcontract.kernels import CaseSpec, Kind, RequestSpec, build_batch, check_batch, get_backend
 from kvcontract.kernels.routed import GroupSetting, RoutedBackend
 from kvcontract.kernels.vllm_triton import BackendUnavailable, load_kernels
@@ -77,7 +77,7 @@ def test_reference_routing_on_vllm_kernels_matches_the_ground_truth(setting, spe
 @pytest.mark.parametrize("setting", [PRE_FIX, TRITON_034], ids=["single-only", "uniform"])
 def test_vllm_router_on_vllm_kernels_matches_the_ground_truth(setting):
     try:
-        from kvcontract.conformance.vllm_dispatch import VllmRouter
+        from kvcontract.conformance.engines.vllm.routing import VllmRouter
 
         router = VllmRouter().route
     except Exception as exc:  # noqa: BLE001 - no builder here: skip, with the cause

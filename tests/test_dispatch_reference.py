@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcontract.conformance.dispatch import needs_router, router_for
-from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS, DispatchExample
-from kvcontract.conformance.engine import load_engine
-from kvcontract.conformance.mutants import MUTANTS, load_mutant
-from kvcontract.conformance.runner import run_law
-from kvcontract.conformance.suite import law as dispatch_law
+from kvcontract.conformance.contract.laws import law as dispatch_law
+from kvcontract.conformance.contract.laws.dispatch import DISPATCH_LAWS, DispatchExample
+from kvcontract.conformance.engines.dispatch import needs_router, router_for
+from kvcontract.conformance.engines.mutants import MUTANTS, load_mutant
+from kvcontract.conformance.engines.protocol import load_engine
+from kvcontract.conformance.run.session import run_law
 from kvcontract.reference import (
     DispatchError,
     InvalidRoutingRequest,

@@ -3,7 +3,7 @@
 The router is vLLM's own ``MLACommonMetadataBuilder`` (constructed through its
 ``__init__`` on the CPU, as vLLM's builder unit tests do) and its ``build``,
 which calls ``split_decodes_and_prefills``; see
-:mod:`kvcontract.conformance.vllm_dispatch`. Skipped where vLLM's builder
+:mod:`kvcontract.conformance.engines.vllm.routing`. Skipped where vLLM's builder
 cannot be imported.
 """
 
@@ -14,17 +14,17 @@ import sys
 
 import pytest
 
-from kvcontract.conformance.dispatch import router_for
-from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS
-from kvcontract.conformance.engine import EngineUnavailable, load_engine
-from kvcontract.conformance.runner import run_law
+from kvcontract.conformance.contract.laws.dispatch import DISPATCH_LAWS
+from kvcontract.conformance.engines.dispatch import router_for
+from kvcontract.conformance.engines.protocol import EngineUnavailable, load_engine
+from kvcontract.conformance.run.session import run_law
 from kvcontract.reference import QueryLenSupport, RoutingRequest, route
 
 
 @pytest.fixture(scope="module")
 def vllm_router():  # type: ignore[no-untyped-def]
     try:
-        from kvcontract.conformance.vllm_dispatch import VllmRouter
+        from kvcontract.conformance.engines.vllm.routing import VllmRouter
 
         return VllmRouter()
     except EngineUnavailable as exc:
@@ -102,9 +102,9 @@ def test_vllm_agrees_with_the_reference_on_a_grid(vllm_router):
 @pytest.mark.slow
 def test_vllm_dispatch_laws_hold_under_python_O(vllm_engine):
     """The refusals are explicit raises in vLLM's builder, so they survive ``python -O``."""
-    code = ("from kvcontract.conformance.engine import load_engine\n"
-            "from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS\n"
-            "from kvcontract.conformance.runner import run_law\n"
+    code = ("from kvcontract.conformance.engines.protocol import load_engine\n"
+            "from kvcontract.conformance.contract.laws.dispatch import DISPATCH_LAWS\n"
+            "from kvcontract.conformance.run.session import run_law\n"
             "engine = load_engine('vllm')\n"
             "bad = [(l.clause, r.message) for l in DISPATCH_LAWS\n"
             "       for r in run_law(engine, l, 'quick', 0, None)[0] if r.status != 'pass']\n"
@@ -115,7 +115,7 @@ def test_vllm_dispatch_laws_hold_under_python_O(vllm_engine):
 
 
 def test_the_vllm_adapter_implements_the_routing_protocol(vllm_engine):
-    from kvcontract.conformance.engine import RoutingEngine
+    from kvcontract.conformance.engines.protocol import RoutingEngine
 
     assert isinstance(vllm_engine, RoutingEngine) and router_for(vllm_engine) is not None
     assert any("VllmRouter" in line for line in vllm_engine.router_source())

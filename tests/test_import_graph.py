@@ -17,11 +17,15 @@ PACKAGE_DIRS = {"kvcontract": ROOT, "kvcontract.spec": ROOT / "spec", "kvcontrac
 
 
 def _modules() -> dict[str, Path]:
+    """Every module of the package, subpackages included (``kvcontract`` itself: its own files only)."""
     found = {}
     for package, folder in PACKAGE_DIRS.items():
-        for path in sorted(folder.glob("*.py")):
-            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
-            found[name] = path
+        paths = folder.glob("*.py") if package == "kvcontract" else folder.rglob("*.py")
+        for path in sorted(paths):
+            parts = [*path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([package, *parts])] = path
     return found
 
 
@@ -105,14 +109,15 @@ def _package_edges(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 def test_the_graph_sees_every_subpackage():
     graph = _graph()
-    assert {"kvcontract.cli", "kvcontract.reference.merge", "kvcontract.conformance.runner",
+    assert {"kvcontract.cli", "kvcontract.reference.merge", "kvcontract.conformance.run.session",
             "kvcontract.kernels.harness", "kvcontract.spec"} <= set(graph)
 
 
 def test_no_import_cycle():
     graph = _graph()
     # A package's __init__ importing its own modules is not a cycle of design; drop those edges.
-    pruned = {m: {d for d in deps if not (d.startswith(m + ".") and m in PACKAGE_DIRS)}
+    packages = {m for m, path in _modules().items() if path.name == "__init__.py"}
+    pruned = {m: {d for d in deps if not (d.startswith(m + ".") and m in packages)}
               for m, deps in graph.items()}
     assert _cycles(pruned) == []
 
@@ -128,15 +133,15 @@ def test_no_edge_between_kernels_and_conformance():
 def test_only_command_lines_and_workers_reach_the_mutant_catalogue():
     graph = _graph()
     importers = {m for m, deps in graph.items()
-                 if deps & {"kvcontract.conformance.registry", "kvcontract.conformance.mutants"}}
-    allowed = {"kvcontract.conformance.registry", "kvcontract.conformance.mutants_cli",
-               "kvcontract.conformance.symbolic_cli", "kvcontract.conformance.runner",
-               "kvcontract.conformance.symbolic", "kvcontract.conformance.pytest_plugin",
-               "kvcontract.conformance.coverage_cli", "kvcontract.conformance.check_cli"}
+                 if deps & {"kvcontract.conformance.engines.registry", "kvcontract.conformance.engines.mutants"}}
+    allowed = {"kvcontract.conformance.engines.registry", "kvcontract.conformance.power.hunt",
+               "kvcontract.conformance.cli.symbolic", "kvcontract.conformance.run.session",
+               "kvcontract.conformance.run.symbolic.search", "kvcontract.conformance.pytest_plugin",
+               "kvcontract.conformance.cli.coverage", "kvcontract.conformance.cli.check"}
     assert importers <= allowed, importers - allowed
-    judging = {"kvcontract.conformance.laws", "kvcontract.conformance.model", "kvcontract.conformance.suite",
-               "kvcontract.conformance.systematic", "kvcontract.conformance.strategies",
-               "kvcontract.conformance.dispatch_laws", "kvcontract.conformance.engine"}
+    judging = {"kvcontract.conformance.contract.laws.chapters", "kvcontract.conformance.contract.model", "kvcontract.conformance.contract.laws",
+               "kvcontract.conformance.contract.systematic", "kvcontract.conformance.contract.strategies",
+               "kvcontract.conformance.contract.laws.dispatch", "kvcontract.conformance.engines.protocol"}
     assert not (judging & importers)
 
 

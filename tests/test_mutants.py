@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 import kvcontract
-from kvcontract.conformance import mutants_cli
-from kvcontract.conformance.engine import Engine, UnknownEngine
-from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
-from kvcontract.conformance.mutants_cli import ModeOutcome, MutantResult, MutantsReport
-from kvcontract.conformance.registry import resolve_engine as load_engine
+from kvcontract.conformance.engines.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
+from kvcontract.conformance.engines.protocol import Engine, UnknownEngine
+from kvcontract.conformance.engines.registry import resolve_engine as load_engine
+from kvcontract.conformance.power import hunt as mutants_cli
+from kvcontract.conformance.power.hunt import ModeOutcome, MutantResult, MutantsReport
 from kvcontract.spec import load_catalogue
 from kvcontract.usage import UsageError
 
@@ -93,9 +93,9 @@ def test_the_bare_assert_mutant_dies_only_under_python_O(report):
 def test_the_bare_assert_mutant_check_vanishes_under_python_O():
     """The defect behaves as a bare assert: AssertionError in the normal interpreter, a silent
     merge of incompatible specs under python -O; and the module holds no assert statement."""
-    tree = ast.parse((ROOT / "conformance" / "mutants_defects.py").read_text())
+    tree = ast.parse((ROOT / "conformance" / "engines" / "mutants_defects.py").read_text())
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.Assert)]
-    probe = ("from kvcontract.conformance.mutants_defects import merge_guarded_by_assert\n"
+    probe = ("from kvcontract.conformance.engines.mutants_defects import merge_guarded_by_assert\n"
              "from kvcontract.reference import FullAttentionSpec, KVDtype\n"
              "a = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=64, dtype=KVDtype.FLOAT32)\n"
              "b = FullAttentionSpec(block_size=32, num_kv_heads=1, head_size=64, dtype=KVDtype.FLOAT32)\n"

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from hypothesis import given
 
-from kvcontract.conformance.strategies import near_misses, specs
+from kvcontract.conformance.contract.strategies import near_misses, specs
 from kvcontract.reference import (
     FullAttentionSpec,
     IncompatibleSpecs,

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from hypothesis import given
 
-from kvcontract.conformance.strategies import compatible_specs, layer_tables, near_misses
+from kvcontract.conformance.contract.strategies import compatible_specs, layer_tables, near_misses
 from kvcontract.reference import (
     FullAttentionSpec,
     GroupingError,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcontract.conformance import strategies as strat
+from kvcontract.conformance.contract import strategies as strat
 from kvcontract.reference import (
     SPEC_KINDS,
     CircularBufferSpec,
@@ -156,7 +156,7 @@ def test_counts_keep_their_default_most_of_the_time():
 
 def _vllm_engine():
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    from kvcontract.conformance.engine import EngineUnavailable, load_engine
+    from kvcontract.conformance.engines.protocol import EngineUnavailable, load_engine
 
     try:
         return load_engine("vllm")

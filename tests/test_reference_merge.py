@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvcontract.conformance.strategies import compatible_specs, specs
+from kvcontract.conformance.contract.strategies import compatible_specs, specs
 from kvcontract.reference import (
     AnnotationRule,
     FullAttentionSpec,

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from kvcontract.conformance.engine import (
+from kvcontract.conformance.engines.protocol import (
     EngineUnavailable,
     UnknownEngine,
     load_engine,
     split_source,
 )
-from kvcontract.conformance.vllm_engine import git_state, use_source_tree
+from kvcontract.conformance.engines.vllm.engine import git_state, use_source_tree
 
 REPO = Path(__file__).resolve().parent.parent
 NOT_NEEDED = ("*.so", "__pycache__", "*.h", "*.hpp", "*.cuh", "*.cu", "*.inl", "*.cpp", "*.js", "vllm-rs")

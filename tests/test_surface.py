@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 
 from kvcontract import reference
-from kvcontract.conformance import strategies as strat
-from kvcontract.conformance import surface
-from kvcontract.conformance.reference_engine import ReferenceEngine
+from kvcontract.conformance.contract import strategies as strat
+from kvcontract.conformance.contract import surface
+from kvcontract.conformance.engines.reference import ReferenceEngine
 
 # -- a toy engine, defined in a module of its own, so no vLLM is needed --------
 
@@ -146,7 +146,7 @@ def test_domain_for_takes_the_engines_values():
 
 def _vllm():
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    from kvcontract.conformance.engine import EngineUnavailable, load_engine
+    from kvcontract.conformance.engines.protocol import EngineUnavailable, load_engine
 
     try:
         return load_engine("vllm")

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kvcontract.conformance.model import KitFailure
-from kvcontract.conformance.vllm_engine import (
+from kvcontract.conformance.contract.model import KitFailure
+from kvcontract.conformance.engines.vllm.engine import (
     NEUTRAL_CONFIG,
     ConfigGap,
     GroupingUnavailable,
@@ -103,7 +103,7 @@ def test_no_grouping_function_is_unavailable_with_the_reason() -> None:
 
 @pytest.fixture(scope="module")
 def vllm_engine() -> VllmEngine:
-    from kvcontract.conformance.engine import EngineUnavailable
+    from kvcontract.conformance.engines.protocol import EngineUnavailable
 
     try:
         return VllmEngine()

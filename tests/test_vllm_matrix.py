@@ -184,7 +184,7 @@ def test_every_checked_release_bundles_expectations_for_exactly_its_findings() -
     """Issue 10: each release of the matrix has its expectations file, keyed by signature, whose
     entries are that release's findings (default profile), no more and no fewer, each with a
     reviewed reason and a pinned witness (only merge([]) needs none)."""
-    from kvcontract.conformance.xfails import default_xfails, load_xfails
+    from kvcontract.conformance.reports.expectations import default_xfails, load_xfails
 
     index, loaded = vm._load(REPORTS)
     for version in index["checked"]:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kvcontract.conformance.reference_engine import ReferenceEngine
+from kvcontract.conformance.engines.reference import ReferenceEngine
 from kvcontract.reference import KVCacheSpec
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 
 def factory() -> Any:
-    from kvcontract.conformance.vllm_engine import VllmEngine
+    from kvcontract.conformance.engines.vllm.engine import VllmEngine
 
     engine = VllmEngine()
     mla = engine.interface.MLAAttentionSpec

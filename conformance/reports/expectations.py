@@ -42,7 +42,7 @@ from typing import Any
 
 from kvcontract.spec import load_catalogue
 
-XFAILS_DIR = Path(__file__).parent / "xfails"
+XFAILS_DIR = Path(__file__).parent.parent / "xfails"
 MODES = ("normal", "optimized")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvcontract.conformance.diff import PRESENT, compare, read_report, render, write_json
+from kvcontract.conformance.reports.diff import PRESENT, compare, read_report, render, write_json
 
 
 def register(subparsers: Any) -> None:

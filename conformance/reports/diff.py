@@ -17,7 +17,7 @@ findings cannot be compared, which the summary says, but it does not gate.
 :func:`compare` classifies every present finding as **new** (only in HEAD),
 **fixed** (only in BASE) or **unchanged** (both); :attr:`DiffResult.exit_code`
 is 1 exactly when something is new. Reports are read as JSON dictionaries
-(schema ``check`` v2), not through the :class:`~kvcontract.conformance.report.Report`
+(schema ``check`` v2), not through the :class:`~kvcontract.conformance.reports.check.Report`
 model, so a report written by another kit version still compares as long as
 its records carry ``clause``, ``mode``, ``signature`` and ``status``.
 """

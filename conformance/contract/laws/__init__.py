@@ -1,15 +1,15 @@
 """The suite: every engine-checkable clause's law, in SPEC.md order.
 
-This module composes the chapters' laws (:mod:`~kvcontract.conformance.laws`
-for MERGE, ERROR, UNIFORM and GROUP; :mod:`~kvcontract.conformance.dispatch_laws`
+This module composes the chapters' laws (:mod:`~kvcontract.conformance.contract.laws.chapters`
+for MERGE, ERROR, UNIFORM and GROUP; :mod:`~kvcontract.conformance.contract.laws.dispatch`
 for DISPATCH). A new chapter's laws are added here, nowhere else.
 """
 
 from __future__ import annotations
 
-from kvcontract.conformance.dispatch_laws import DISPATCH_LAWS
-from kvcontract.conformance.laws import MERGE_LAWS
-from kvcontract.conformance.model import Law
+from kvcontract.conformance.contract.laws.chapters import MERGE_LAWS
+from kvcontract.conformance.contract.laws.dispatch import DISPATCH_LAWS
+from kvcontract.conformance.contract.model import Law
 
 LAWS: tuple[Law, ...] = (*MERGE_LAWS, *DISPATCH_LAWS)
 """Every law, in SPEC.md order."""

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from kvcontract import reference
-from kvcontract.conformance import strategies as strat
-from kvcontract.conformance.codec import spec_from_json, spec_to_json
-from kvcontract.conformance.engine import Engine
+from kvcontract.conformance.contract import strategies as strat
+from kvcontract.conformance.contract.codec import spec_from_json, spec_to_json
+from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.reference import KVCacheSpec
 from kvcontract.spec import clause as catalogue_clause
 
@@ -154,7 +154,7 @@ class Law:
 
 def domain_of(engine: Engine) -> strat.Domain:
     """The strategies' domain for an engine: its kinds, its missing fields pinned,
-    its own value sets (:func:`kvcontract.conformance.strategies.domain_for`)."""
+    its own value sets (:func:`kvcontract.conformance.contract.strategies.domain_for`)."""
     return strat.domain_for(engine)
 
 

@@ -4,7 +4,7 @@ judged by the clause oracles of ``kvcontract check``.
 Inputs are valid by construction. Every input the search explores is a
 sequence of *symbolic choices* (CrossHair branch decisions, one fresh boolean
 per fork, kept in CrossHair's path tree) over the systematic phase's valid
-building blocks (:mod:`kvcontract.conformance.systematic`):
+building blocks (:mod:`kvcontract.conformance.contract.systematic`):
 
 - per kind, its base spec and its *atoms*: one field set to another value the
   constructor accepts (the realistic alternatives, every value of the engine's
@@ -24,7 +24,7 @@ enumerates the space without repetition and every decision point gets its
 share (a 4-member list, a rare enum member, the odd member in third position
 are as likely as any other branch). A path builds an :class:`Example` and
 calls the law oracles (``suite.law(clause).check``): a
-:class:`~kvcontract.conformance.model.Violation` is a finding, keyed by its
+:class:`~kvcontract.conformance.contract.model.Violation` is a finding, keyed by its
 signature exactly as in ``check``, with the same witness and snippet.
 
 Engine code runs on realized values (the choices are resolved before any
@@ -59,12 +59,19 @@ from typing import Any
 import pydantic
 
 from kvcontract import reference
-from kvcontract.conformance import strategies as strat
-from kvcontract.conformance import systematic as sysm
-from kvcontract.conformance.engine import Engine
-from kvcontract.conformance.model import Example, KitFailure, Violation, domain_of
-from kvcontract.conformance.report import FAILING, Mode, Record, Summary, render_findings, summarize
-from kvcontract.conformance.suite import LAWS, law
+from kvcontract.conformance.contract import strategies as strat
+from kvcontract.conformance.contract import systematic as sysm
+from kvcontract.conformance.contract.laws import LAWS, law
+from kvcontract.conformance.contract.model import Example, KitFailure, Violation, domain_of
+from kvcontract.conformance.engines.protocol import Engine
+from kvcontract.conformance.reports.check import (
+    FAILING,
+    Mode,
+    Record,
+    Summary,
+    render_findings,
+    summarize,
+)
 from kvcontract.reference import (
     AnnotationRule,
     InvalidSpec,
@@ -456,7 +463,7 @@ ROUTE_CONTEXT = (0, 1, 7, 40)
 
 
 def _route_probe(c: Chooser) -> Probe:
-    from kvcontract.conformance.dispatch_laws import DispatchExample
+    from kvcontract.conformance.contract.laws.dispatch import DispatchExample
 
     causal = c.flag("causal")
     capability = c.flag("capability")
@@ -661,7 +668,7 @@ class Search:
                     self._record(group, law_, clause, sig, ex, violation)
         except Exception as exc:  # noqa: BLE001 - the kit could not judge: an error, not a finding
             group.stats.kit_errors += 1
-            from kvcontract.conformance.worker import last_frame
+            from kvcontract.conformance.run.worker import last_frame
 
             key = f"{clause}: {type(exc).__name__}: {exc}" if isinstance(exc, KitFailure) else \
                 f"{clause}: {type(exc).__name__} at {last_frame(exc)}"
@@ -760,7 +767,7 @@ class Search:
 def _optional_expectations(path: str | None) -> Any:
     if not path:
         return None
-    from kvcontract.conformance.xfails import load_xfails
+    from kvcontract.conformance.reports.expectations import load_xfails
 
     return load_xfails(path)
 
@@ -770,8 +777,8 @@ def _optional_expectations(path: str | None) -> Any:
 
 def info_task(args: Mapping[str, Any], emit: Callable[[Mapping[str, Any]], None]) -> dict[str, Any]:
     """Load the engine: name, version, bundled expectations, the kinds it has."""
-    from kvcontract.conformance.registry import resolve_engine
-    from kvcontract.conformance.xfails import default_xfails
+    from kvcontract.conformance.engines.registry import resolve_engine
+    from kvcontract.conformance.reports.expectations import default_xfails
 
     engine = resolve_engine(str(args["engine"]))
     found = default_xfails(engine.name, engine.version)
@@ -781,7 +788,7 @@ def info_task(args: Mapping[str, Any], emit: Callable[[Mapping[str, Any]], None]
 
 def symbolic_task(args: Mapping[str, Any], emit: Callable[[Mapping[str, Any]], None]) -> dict[str, Any]:
     """The search as a worker task: every finding and every round's stats are emitted as they come."""
-    from kvcontract.conformance.registry import resolve_engine
+    from kvcontract.conformance.engines.registry import resolve_engine
 
     engine = resolve_engine(str(args["engine"]))
     search = Search(engine, operations=list(args.get("operations") or OPERATIONS), kinds=args.get("kinds"),
@@ -914,8 +921,8 @@ def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S,
     one), concurrently. Raises :class:`SearchError` for an unknown kind or
     operation, :class:`RuntimeError` when the engine cannot be loaded."""
     import kvcontract
-    from kvcontract.conformance.worker import Worker
-    from kvcontract.conformance.xfails import XfailsError, load_xfails
+    from kvcontract.conformance.reports.expectations import XfailsError, load_xfails
+    from kvcontract.conformance.run.worker import Worker
 
     unknown_ops = [o for o in operations if o not in OPERATIONS]
     if unknown_ops:
@@ -927,7 +934,7 @@ def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S,
         modes.append("optimized")
     workers = {m: Worker(optimized=m == "optimized") for m in modes}
     try:
-        info_result = workers[modes[0]].run("kvcontract.conformance.symbolic:info_task", {"engine": engine_name},
+        info_result = workers[modes[0]].run("kvcontract.conformance.run.symbolic.search:info_task", {"engine": engine_name},
                                             timeout=180.0)
         if not info_result.ok:
             raise RuntimeError(f"cannot load engine {engine_name!r}: {info_result.error}")
@@ -963,7 +970,7 @@ def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S,
         wall = (budget_s or 0) * 6 + (iterations or 0) * 2.0 + 300
 
         def one(mode: Mode) -> None:
-            results[mode] = workers[mode].run("kvcontract.conformance.symbolic:symbolic_task", args, timeout=wall,
+            results[mode] = workers[mode].run("kvcontract.conformance.run.symbolic.search:symbolic_task", args, timeout=wall,
                                               heartbeat=120.0, on_event=lambda e: live.event(mode, e))
 
         threads = [threading.Thread(target=one, args=(m,), name=f"kvcontract-symbolic-{m}") for m in modes]
@@ -1011,7 +1018,7 @@ def _optimize_only(engine_name: str, report: SymbolicReport, normal: Any, expect
     for evidence in [r for r in report.records if r.mode == "optimized" and r.clause in OPTIMIZE_SOURCES
                      and r.status in ("fail", "xfail")]:
         sig = f"optimized-only:{evidence.clause}:{evidence.signature}"
-        result = normal.run("kvcontract.conformance.runner:replay_task",
+        result = normal.run("kvcontract.conformance.run.session:replay_task",
                             {"engine": engine_name, "clause": evidence.clause, "witness": evidence.witness or {}},
                             timeout=120.0)
         if not result.ok or (result.value["violation"] and evidence.signature in result.value["signatures"]):

@@ -7,15 +7,15 @@ runner's judging code never see the mutant catalogue.
 
 from __future__ import annotations
 
-from kvcontract.conformance.engine import Engine, engine_names, load_engine
-from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
+from kvcontract.conformance.engines.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
+from kvcontract.conformance.engines.protocol import Engine, engine_names, load_engine
 
 
 def resolve_engine(name: str) -> Engine:
     """The engine called ``name``; ``mutant:<key>`` names a catalogue mutant.
 
-    Raises :class:`~kvcontract.conformance.engine.UnknownEngine` or
-    :class:`~kvcontract.conformance.engine.EngineUnavailable`.
+    Raises :class:`~kvcontract.conformance.engines.protocol.UnknownEngine` or
+    :class:`~kvcontract.conformance.engines.protocol.EngineUnavailable`.
     """
     if name.startswith("mutant:"):
         return load_mutant(name.removeprefix("mutant:"))

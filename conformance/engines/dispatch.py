@@ -1,6 +1,6 @@
 """Routing as an optional engine capability (spec chapter DISPATCH).
 
-An adapter that implements :class:`~kvcontract.conformance.engine.RoutingEngine`
+An adapter that implements :class:`~kvcontract.conformance.engines.protocol.RoutingEngine`
 (``router()``, ``router_unavailable()``, ``router_source()``) is checked
 against the DISPATCH clauses; :func:`router_for` returns its router, and
 :func:`needs_router` is the laws' requirement (skip with the reason). The
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcontract.conformance.engine import Router, RoutingEngine
+from kvcontract.conformance.engines.protocol import Router, RoutingEngine
 
 
 def router_for(engine: Any) -> Router | None:

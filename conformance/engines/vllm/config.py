@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvcontract.conformance.model import KitFailure
+from kvcontract.conformance.contract.model import KitFailure
 
 
 class ConfigGap(KitFailure, AttributeError):

@@ -7,8 +7,8 @@ from typing import Any
 
 import kvcontract
 from kvcontract import reference
-from kvcontract.conformance.codec import render_call
-from kvcontract.conformance.engine import EngineGroup, Router
+from kvcontract.conformance.contract.codec import render_call
+from kvcontract.conformance.engines.protocol import EngineGroup, Router
 from kvcontract.reference import KVCacheSpec
 
 

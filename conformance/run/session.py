@@ -3,7 +3,7 @@
 Two halves:
 
 - **in a worker** (:func:`run_law`, and the task functions ``*_task`` that the
-  supervised workers of :mod:`kvcontract.conformance.worker` call): one law in
+  supervised workers of :mod:`kvcontract.conformance.run.worker` call): one law in
   this interpreter. The systematic phase runs every enumerated example; the
   random phase (hypothesis) keeps searching after each finding and shrinks
   every new signature to its own witness. Every distinct signature is one
@@ -30,13 +30,13 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
 import kvcontract
-from kvcontract.conformance.engine import Engine
-from kvcontract.conformance.model import Example, KitFailure, Law, Violation, domain_of
-from kvcontract.conformance.report import ClauseRun, Mode, Record, Report, Status, summarize
-from kvcontract.conformance.suite import CLAUSE_ORDER, DERIVED, LAWS, law
-from kvcontract.conformance.systematic import all_pairs, exercised
-from kvcontract.conformance.worker import Emit, TaskResult, Worker, last_frame
-from kvcontract.conformance.xfails import Expectation, Expectations, load_xfails
+from kvcontract.conformance.contract.laws import CLAUSE_ORDER, DERIVED, LAWS, law
+from kvcontract.conformance.contract.model import Example, KitFailure, Law, Violation, domain_of
+from kvcontract.conformance.contract.systematic import all_pairs, exercised
+from kvcontract.conformance.engines.protocol import Engine
+from kvcontract.conformance.reports.check import ClauseRun, Mode, Record, Report, Status, summarize
+from kvcontract.conformance.reports.expectations import Expectation, Expectations, load_xfails
+from kvcontract.conformance.run.worker import Emit, TaskResult, Worker, last_frame
 from kvcontract.spec import clause as catalogue_clause
 
 PROFILES: dict[str, int] = {"quick": 0, "default": 100, "thorough": 1000}
@@ -284,7 +284,7 @@ _ENGINES: dict[str, Engine] = {}
 
 def _engine(name: str) -> Engine:
     if name not in _ENGINES:
-        from kvcontract.conformance.registry import resolve_engine
+        from kvcontract.conformance.engines.registry import resolve_engine
 
         engine = resolve_engine(name)
         try:
@@ -297,8 +297,8 @@ def _engine(name: str) -> Engine:
 
 def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     """Load the engine; its name, version and bundled expectations file."""
-    from kvcontract.conformance.surface import coverage_summary
-    from kvcontract.conformance.xfails import default_xfails
+    from kvcontract.conformance.contract.surface import coverage_summary
+    from kvcontract.conformance.reports.expectations import default_xfails
 
     engine = _engine(str(args["engine"]))
     found = default_xfails(engine.name, engine.version)
@@ -384,7 +384,7 @@ class Pass:
         self.problem: BaseException | None = None
 
     def info(self) -> dict[str, Any]:
-        result = self.worker.run("kvcontract.conformance.runner:engine_info_task", {"engine": self.engine_name},
+        result = self.worker.run("kvcontract.conformance.run.session:engine_info_task", {"engine": self.engine_name},
                                  timeout=ENGINE_LOAD_TIMEOUT_S)
         if not result.ok:
             raise EngineLoadError(result.error or result.status)
@@ -399,11 +399,11 @@ class Pass:
                 if not self.worker.alive():
                     # Load the engine first, under the load limit: importing an engine (a
                     # source tree compiling its .pyc) may take longer than one example may.
-                    self.worker.run("kvcontract.conformance.runner:engine_info_task",
+                    self.worker.run("kvcontract.conformance.run.session:engine_info_task",
                                     {"engine": self.engine_name}, timeout=ENGINE_LOAD_TIMEOUT_S)
                 self._say(f"[{self.mode} {index}/{len(self.clauses)}] {clause} ...")
                 result = self.worker.run(
-                    "kvcontract.conformance.runner:law_task",
+                    "kvcontract.conformance.run.session:law_task",
                     {"engine": self.engine_name, "clause": clause, "profile": self.profile,
                      "seed": self.seed, "xfails": self.xfails},
                     timeout=self.clause_timeout, heartbeat=self.example_timeout)
@@ -425,14 +425,14 @@ class Pass:
             self.log = self.worker.log_tail()
 
     def replay(self, clause: str, witness: Mapping[str, Any]) -> TaskResult:
-        return self.worker.run("kvcontract.conformance.runner:replay_task",
+        return self.worker.run("kvcontract.conformance.run.session:replay_task",
                                {"engine": self.engine_name, "clause": clause, "witness": dict(witness)},
                                timeout=self.clause_timeout, heartbeat=self.example_timeout)
 
     def replay_all(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> list[TaskResult]:
         """:meth:`replay` of each (clause, witness), in one task (each witness its own heartbeat);
         when that task hangs or crashes, witness by witness, so the culprit gets its own record."""
-        batch = self.worker.run("kvcontract.conformance.runner:replay_all_task",
+        batch = self.worker.run("kvcontract.conformance.run.session:replay_all_task",
                                 {"engine": self.engine_name, "items": [[c, dict(w)] for c, w in items]},
                                 timeout=self.clause_timeout, heartbeat=self.example_timeout)
         if not batch.ok:

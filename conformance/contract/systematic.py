@@ -31,7 +31,12 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from kvcontract.conformance.strategies import ENUM_TYPES, KIND_DOMAINS, Domain, disagreeing_fields
+from kvcontract.conformance.contract.strategies import (
+    ENUM_TYPES,
+    KIND_DOMAINS,
+    Domain,
+    disagreeing_fields,
+)
 from kvcontract.reference import (
     AnnotationRule,
     InvalidSpec,

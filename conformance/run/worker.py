@@ -3,7 +3,7 @@
 Engines under test are untrusted code: they may hang, crash the interpreter or
 print to the terminal. Every verb that runs an engine (``check``, ``mutants``,
 ``symbolic``) runs it here, in a worker subprocess (``python [-O] -m
-kvcontract.conformance.worker``) driven by a :class:`Worker` in the command
+kvcontract.conformance.run.worker``) driven by a :class:`Worker` in the command
 line's own process:
 
 - the supervisor sends one *task* at a time: a JSON line naming a function
@@ -102,7 +102,7 @@ class Worker:
 
     # -- lifecycle -------------------------------------------------------------
     def _start(self) -> subprocess.Popen[bytes]:
-        cmd = [sys.executable, *(["-O"] if self.optimized else []), "-m", "kvcontract.conformance.worker"]
+        cmd = [sys.executable, *(["-O"] if self.optimized else []), "-m", "kvcontract.conformance.run.worker"]
         env = dict(self.env)
         if self.optimized:
             env["PYTHONOPTIMIZE"] = "1"

@@ -1,6 +1,6 @@
 """A deliberately defective merge whose compatibility check exists only in ``__debug__``.
 
-This module exists only for the mutant catalogue (``kvcontract.conformance.mutants``,
+This module exists only for the mutant catalogue (``kvcontract.conformance.engines.mutants``,
 mutant ``bare-assert``): it imitates vLLM 0.34.0's ``FullAttentionSpec.merge`` and
 ``MLAAttentionSpec.merge``, which guard agreement with ``assert`` statements that
 ``python -O`` removes. The imitation spells out what such an assert does (raise

@@ -1,5 +1,5 @@
 """``kvcontract symbolic``: CrossHair's path search over the contract's inputs, judged by
-the clause oracles of ``check`` (:mod:`kvcontract.conformance.symbolic`).
+the clause oracles of ``check`` (:mod:`kvcontract.conformance.run.symbolic.search`).
 
 Exit codes: 0 nothing failed, 1 a finding (or an error, or an incomplete run),
 2 usage error (one line): an unknown engine, kind, operation or clause.
@@ -12,8 +12,9 @@ import signal
 import sys
 from typing import Any
 
-from kvcontract.conformance.engine import UnknownEngine
-from kvcontract.conformance.symbolic import (
+from kvcontract.conformance.engines.protocol import UnknownEngine
+from kvcontract.conformance.reports.expectations import check_xfails_options
+from kvcontract.conformance.run.symbolic.search import (
     DEFAULT_BUDGET_S,
     OPERATIONS,
     SEARCHED_CLAUSES,
@@ -21,7 +22,6 @@ from kvcontract.conformance.symbolic import (
     render,
     run_symbolic,
 )
-from kvcontract.conformance.xfails import check_xfails_options
 from kvcontract.usage import UsageError
 
 
@@ -68,7 +68,7 @@ def _interrupted(_signum: int, _frame: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if ":" not in args.engine:
-        from kvcontract.conformance.registry import all_engine_names
+        from kvcontract.conformance.engines.registry import all_engine_names
 
         if args.engine not in all_engine_names():
             raise UsageError(str(UnknownEngine(f"unknown engine {args.engine!r}; known: "

@@ -55,8 +55,12 @@ def render_table(rows: list[Any], exercised: dict[str, list[str]] | None) -> str
 
 
 def run(args: argparse.Namespace) -> int:
-    from kvcontract.conformance import surface
-    from kvcontract.conformance.engine import EngineUnavailable, UnknownEngine, load_engine
+    from kvcontract.conformance.contract import surface
+    from kvcontract.conformance.engines.protocol import (
+        EngineUnavailable,
+        UnknownEngine,
+        load_engine,
+    )
 
     try:
         engine = load_engine(args.engine)

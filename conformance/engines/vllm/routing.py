@@ -1,4 +1,4 @@
-"""vLLM's MLA router behind :data:`~kvcontract.conformance.dispatch.Router` (spec chapter DISPATCH).
+"""vLLM's MLA router behind :data:`~kvcontract.conformance.engines.dispatch.Router` (spec chapter DISPATCH).
 
 The code under test is vLLM's own: ``MLACommonMetadataBuilder.__init__`` (the
 capability read from the group's layers, ``_init_reorder_batch_threshold``)
@@ -31,10 +31,10 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
-from kvcontract.conformance.engine import EngineUnavailable
-from kvcontract.conformance.model import KitFailure
-from kvcontract.conformance.vllm_config import StrictConfig
-from kvcontract.conformance.worker import last_frame
+from kvcontract.conformance.contract.model import KitFailure
+from kvcontract.conformance.engines.protocol import EngineUnavailable
+from kvcontract.conformance.engines.vllm.config import StrictConfig
+from kvcontract.conformance.run.worker import last_frame
 from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
 
 BUILDER_MODULES = ("vllm.model_executor.layers.attention.mla_attention", "vllm.v1.attention.backends.mla.common")

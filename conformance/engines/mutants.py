@@ -1,17 +1,17 @@
 """The mutant catalogue: the reference engine with one realistic defect each.
 
 A conformance suite is only as good as the bugs it catches. Each mutant here is
-an ordinary engine behind the :class:`~kvcontract.conformance.engine.Engine`
-protocol — the :class:`~kvcontract.conformance.reference_engine.ReferenceEngine`
+an ordinary engine behind the :class:`~kvcontract.conformance.engines.protocol.Engine`
+protocol — the :class:`~kvcontract.conformance.engines.reference.ReferenceEngine`
 with one operation (``merge``, ``is_uniform``, ``group_layers``, ``page_size``,
 ``route``) overridden to carry one defect — so ``kvcontract check --engine
 mutant:<name>`` runs the suite against it like against any engine, and
-``kvcontract mutants`` (:mod:`~kvcontract.conformance.mutants_cli`) runs it
+``kvcontract mutants`` (:mod:`~kvcontract.conformance.power.hunt`) runs it
 against all of them and reports which clause killed each one. A user writes a
 mutant the same way: subclass :class:`Mutant`, override one operation, set
 ``key``, register it.
 
-Mutant names resolve in :mod:`kvcontract.conformance.registry`, which only the
+Mutant names resolve in :mod:`kvcontract.conformance.engines.registry`, which only the
 command lines (and their workers) import: no law knows the catalogue.
 
 Every mutant declares ``description`` (its defect, one line), ``imitates`` (the
@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 
 import kvcontract
 from kvcontract import reference
-from kvcontract.conformance.engine import EngineGroup, Router, UnknownEngine
-from kvcontract.conformance.reference_engine import ReferenceEngine
+from kvcontract.conformance.engines.protocol import EngineGroup, Router, UnknownEngine
+from kvcontract.conformance.engines.reference import ReferenceEngine
 from kvcontract.reference import (
     SPEC_KINDS,
     AttentionSpec,
@@ -76,7 +76,7 @@ class Mutant(ReferenceEngine):
 
     def snippet_imports(self, kinds: Sequence[type[KVCacheSpec]]) -> list[str]:
         return [*super().snippet_imports(kinds),
-                "from kvcontract.conformance.mutants import load_mutant",
+                "from kvcontract.conformance.engines.mutants import load_mutant",
                 f"_mutant = load_mutant({self.key!r})"]
 
     def render_merge(self, specs_expr: str) -> str:
@@ -99,7 +99,7 @@ class Mutant(ReferenceEngine):
         return self.route
 
     def router_source(self) -> list[str]:
-        return ["from kvcontract.conformance.mutants import load_mutant",
+        return ["from kvcontract.conformance.engines.mutants import load_mutant",
                 f"ROUTE = load_mutant({self.key!r}).route"]
 
 
@@ -126,7 +126,7 @@ def _register(cls: type[Mutant]) -> type[Mutant]:
 def mutant_class(name: str) -> type[Mutant]:
     """The class of mutant ``name`` (catalogue or known survivor; ``mutant:`` prefix optional).
 
-    Raises :class:`~kvcontract.conformance.engine.UnknownEngine` listing the names.
+    Raises :class:`~kvcontract.conformance.engines.protocol.UnknownEngine` listing the names.
     """
     key = name.removeprefix("mutant:")
     cls = MUTANTS.get(key) or KNOWN_SURVIVORS.get(key)
@@ -138,7 +138,7 @@ def mutant_class(name: str) -> type[Mutant]:
 def load_mutant(name: str) -> Mutant:
     """The mutant engine called ``name`` (with or without the ``mutant:`` prefix).
 
-    Raises :class:`~kvcontract.conformance.engine.UnknownEngine` listing the
+    Raises :class:`~kvcontract.conformance.engines.protocol.UnknownEngine` listing the
     catalogue for an unknown name.
     """
     return mutant_class(name)()
@@ -182,7 +182,7 @@ class BareAssert(Mutant):
     expected_clauses = ("ERROR-OPTIMIZE-1", "ERROR-DETECT-1", "ERROR-TYPE-1", "ERROR-KIND-1")
 
     def merge(self, objs: Sequence[Any]) -> Any:
-        from kvcontract.conformance.mutants_defects import merge_guarded_by_assert
+        from kvcontract.conformance.engines.mutants_defects import merge_guarded_by_assert
 
         return merge_guarded_by_assert(objs)
 

@@ -1,7 +1,7 @@
 """The engine protocol: what an adapter offers the conformance laws.
 
 Adapters are thin: they convert specs and call the engine's own operations.
-All judgement lives in the laws (:mod:`kvcontract.conformance.suite`). A
+All judgement lives in the laws (:mod:`kvcontract.conformance.contract.laws`). A
 third-party adapter is named on the command line as
 ``package.module:factory``, where ``factory()`` returns an object satisfying
 :class:`Engine`; an installed package can also register adapters under a
@@ -120,8 +120,8 @@ class RoutingEngine(Protocol):
 
 
 BUILTIN_ENGINES: dict[str, str] = {
-    "reference": "kvcontract.conformance.reference_engine:ReferenceEngine",
-    "vllm": "kvcontract.conformance.vllm_engine:VllmEngine",
+    "reference": "kvcontract.conformance.engines.reference:ReferenceEngine",
+    "vllm": "kvcontract.conformance.engines.vllm.engine:VllmEngine",
 }
 """Engine name -> ``module:factory``."""
 
@@ -174,7 +174,7 @@ def load_engine(name: str) -> Engine:
     """The engine called ``name``: a builtin, an installed entry point, or
     ``package.module:factory``; ``NAME@DIR`` loads it from the source tree
     ``DIR`` (its factory takes ``source_path``). (Mutant names resolve in
-    :mod:`kvcontract.conformance.registry`, which the command lines use.)
+    :mod:`kvcontract.conformance.engines.registry`, which the command lines use.)
 
     Raises :class:`UnknownEngine` for a name that is none of these, and
     :class:`EngineUnavailable` when the engine cannot be loaded here.

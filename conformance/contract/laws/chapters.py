@@ -1,14 +1,14 @@
 """The conformance laws of chapters MERGE, ERROR, UNIFORM and GROUP.
 
-Each :class:`~kvcontract.conformance.model.Law` enumerates the clause's finite
-structure (:mod:`kvcontract.conformance.systematic`), draws further examples
+Each :class:`~kvcontract.conformance.contract.model.Law` enumerates the clause's finite
+structure (:mod:`kvcontract.conformance.contract.systematic`), draws further examples
 from a role-driven strategy restricted to what the engine can represent,
 checks the engine's answer against the reference, and raises
-:class:`~kvcontract.conformance.model.Violation` — with a signature naming
+:class:`~kvcontract.conformance.contract.model.Violation` — with a signature naming
 kinds, fields and outcome — when they differ. A violation renders as a repro
 snippet that uses the engine's own classes. All judgement is here; adapters
 only convert and call. An exception of the kit's own (an adapter's
-conversion) is a :class:`~kvcontract.conformance.model.KitFailure`, never a
+conversion) is a :class:`~kvcontract.conformance.contract.model.KitFailure`, never a
 finding.
 """
 
@@ -25,11 +25,10 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
 from kvcontract import reference
-from kvcontract.conformance import strategies as strat
-from kvcontract.conformance import surface
-from kvcontract.conformance import systematic as sysm
-from kvcontract.conformance.engine import Engine, EngineGroup
-from kvcontract.conformance.model import (
+from kvcontract.conformance.contract import strategies as strat
+from kvcontract.conformance.contract import surface
+from kvcontract.conformance.contract import systematic as sysm
+from kvcontract.conformance.contract.model import (
     Example,
     KitFailure,
     Law,
@@ -38,6 +37,7 @@ from kvcontract.conformance.model import (
     per_field,
     signature,
 )
+from kvcontract.conformance.engines.protocol import Engine, EngineGroup
 from kvcontract.reference import InvalidSpec, KVCacheSpec, KVDtype, Role, is_advisory, role_of
 
 # -- engine calls: the engine's exceptions are findings, the adapter's are not ------
@@ -948,8 +948,8 @@ def _cover_examples(engine: Engine) -> Iterator[Example]:
 
 
 def _cover_check(name: str) -> str:
-    return ("from kvcontract.conformance.registry import resolve_engine\n"
-            "from kvcontract.conformance.surface import unclassified\n"
+    return ("from kvcontract.conformance.engines.registry import resolve_engine\n"
+            "from kvcontract.conformance.contract.surface import unclassified\n"
             "names = [u.name for u in unclassified(resolve_engine(ENGINE))]\n"
             f"if {name!r} in names:\n"
             f"    raise SystemExit({('VIOLATION of ROLE-COVER-1: ' + name + ' is not classified')!r})\n"
@@ -1017,9 +1017,9 @@ def _role_free(engine: Engine, class_name: str) -> None:
     if any(u.field is None for u in items):  # the whole kind: every field but advisory ones
         advisory = {f.name for k in reference.SPEC_KINDS for f in dataclasses.fields(k) if is_advisory(f)}
         watched = {f.name for f in dataclasses.fields(cls)} - advisory
-    check = ("from kvcontract.conformance.laws import check_cover\n"
-             "from kvcontract.conformance.model import Example, Violation\n"
-             "from kvcontract.conformance.registry import resolve_engine\n"
+    check = ("from kvcontract.conformance.contract.laws.chapters import check_cover\n"
+             "from kvcontract.conformance.contract.model import Example, Violation\n"
+             "from kvcontract.conformance.engines.registry import resolve_engine\n"
              f"try:\n    check_cover(resolve_engine(ENGINE), Example(field={class_name!r}, cut=1))\n"
              "except Violation as v:\n    raise SystemExit(f'VIOLATION of ROLE-COVER-1: {v}')\n"
              "print('no violation')")

@@ -7,7 +7,7 @@ installed release lacks is reported by :meth:`unsupported_kinds` /
 crash. Grouping comes from ``vllm.v1.core.kv_cache_planning`` (0.34.0) or
 ``vllm.v1.core.kv_cache_utils`` (older releases).
 
-The adapter is introspectable (``kvcontract.conformance.surface``):
+The adapter is introspectable (``kvcontract.conformance.contract.surface``):
 :meth:`VllmEngine.spec_classes` finds every spec class of the release by walking
 the subclasses of its ``KVCacheSpec``, and :meth:`VllmEngine.value_domains` reads
 the dtypes and enum members the release accepts from vLLM itself.
@@ -27,11 +27,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kvcontract.conformance.codec import render_call
-from kvcontract.conformance.engine import EngineGroup, EngineUnavailable, Router
-from kvcontract.conformance.model import KitFailure
-from kvcontract.conformance.surface import spec_subclasses
-from kvcontract.conformance.vllm_config import ConfigGap, StrictConfig
+from kvcontract.conformance.contract.codec import render_call
+from kvcontract.conformance.contract.model import KitFailure
+from kvcontract.conformance.contract.surface import spec_subclasses
+from kvcontract.conformance.engines.protocol import EngineGroup, EngineUnavailable, Router
+from kvcontract.conformance.engines.vllm.config import ConfigGap, StrictConfig
 from kvcontract.reference import (
     KINDS_BY_NAME,
     SPEC_KINDS,
@@ -434,8 +434,10 @@ class VllmEngine:
         its page (vLLM 0.25's MLA kinds derive ``head_size_v`` from ``head_size`` and size the
         page from ``head_size`` alone): the release gives them no meaning the contract judges,
         so they are neither compared nor read back."""
-        from kvcontract.conformance import systematic  # deferred: systematic imports the strategies
-        from kvcontract.conformance.strategies import FULL_DOMAIN
+        from kvcontract.conformance.contract import (
+            systematic,  # deferred: systematic imports the strategies
+        )
+        from kvcontract.conformance.contract.strategies import FULL_DOMAIN
 
         out: dict[str, str] = {}
         try:  # the contract's whole domain: the engine's own domain is built from this very answer
@@ -724,7 +726,7 @@ class VllmEngine:
     # -- routing (RoutingEngine): vLLM's MLA metadata builder, driven on the CPU --------
     def router(self) -> Router | None:
         if self._router is None and self._router_problem is None:
-            from kvcontract.conformance.vllm_dispatch import VllmRouter
+            from kvcontract.conformance.engines.vllm.routing import VllmRouter
 
             try:
                 self._router = VllmRouter().route
@@ -738,5 +740,5 @@ class VllmEngine:
 
     def router_source(self) -> list[str]:
         return ["# vLLM's MLACommonMetadataBuilder.build (split_decodes_and_prefills), built on the CPU",
-                "from kvcontract.conformance.vllm_dispatch import VllmRouter",
+                "from kvcontract.conformance.engines.vllm.routing import VllmRouter",
                 "ROUTE = VllmRouter().route"]

@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvcontract.conformance.diff import apply_baseline, read_report
-from kvcontract.conformance.diff import render as render_diff
-from kvcontract.conformance.engine import SOURCE_SEPARATOR, UnknownEngine
-from kvcontract.conformance.report import render_table, write_json, write_junit
-from kvcontract.conformance.runner import (
+from kvcontract.conformance.contract.laws import known_clauses
+from kvcontract.conformance.engines.protocol import SOURCE_SEPARATOR, UnknownEngine
+from kvcontract.conformance.reports.check import render_table, write_json, write_junit
+from kvcontract.conformance.reports.diff import apply_baseline, read_report
+from kvcontract.conformance.reports.diff import render as render_diff
+from kvcontract.conformance.reports.expectations import XfailsError, check_xfails_options
+from kvcontract.conformance.run.session import (
     CLAUSE_TIMEOUT_S,
     EXAMPLE_TIMEOUT_S,
     PROFILES,
@@ -19,8 +21,6 @@ from kvcontract.conformance.runner import (
     Pass,
     run_check,
 )
-from kvcontract.conformance.suite import known_clauses
-from kvcontract.conformance.xfails import XfailsError, check_xfails_options
 from kvcontract.usage import UsageError
 
 
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def list_engines(args: argparse.Namespace) -> int:
-    from kvcontract.conformance.engine import engine_names
+    from kvcontract.conformance.engines.protocol import engine_names
 
     for name in engine_names():
         probe = Pass(name, optimized=False, profile="quick", seed_value=0, xfails=None, clauses=[],

@@ -1,7 +1,7 @@
 """``kvcontract mutants``: the suite against the mutant catalogue — evidence that it fails
 engines that are wrong.
 
-Each mutant (:mod:`kvcontract.conformance.mutants`) is the reference with one
+Each mutant (:mod:`kvcontract.conformance.engines.mutants`) is the reference with one
 realistic defect. The run hunts every mutant to its first failing clause, in
 this interpreter's mode and under ``python -O`` (each mode in its own
 supervised worker, concurrently), and prints one row per mutant: killed or
@@ -26,16 +26,16 @@ from typing import Any, Literal
 import pydantic
 
 import kvcontract
-from kvcontract.conformance.mutants import KNOWN_SURVIVORS, MUTANTS, Mutant, mutant_class
-from kvcontract.conformance.reference_engine import ReferenceEngine
-from kvcontract.conformance.runner import (
+from kvcontract.conformance.contract.laws import CLAUSE_ORDER, DERIVED, LAWS
+from kvcontract.conformance.engines.mutants import KNOWN_SURVIVORS, MUTANTS, Mutant, mutant_class
+from kvcontract.conformance.engines.reference import ReferenceEngine
+from kvcontract.conformance.run.session import (
     CLAUSE_TIMEOUT_S,
     EXAMPLE_TIMEOUT_S,
     PROFILES,
     failure_record,
 )
-from kvcontract.conformance.suite import CLAUSE_ORDER, DERIVED, LAWS
-from kvcontract.conformance.worker import Worker
+from kvcontract.conformance.run.worker import Worker
 from kvcontract.reports import ReportHeader, write_atomic
 from kvcontract.usage import UsageError
 
@@ -153,7 +153,7 @@ def hunt(worker: Worker, engine: str, mode: Mode, *, profile: str, seed_value: i
         if not exhaustive and not affected(law_.clause, mutated):
             unaffected.append(law_.clause)
             continue
-        result = worker.run("kvcontract.conformance.runner:law_task",
+        result = worker.run("kvcontract.conformance.run.session:law_task",
                             {"engine": engine, "clause": law_.clause, "profile": profile,
                              "seed": seed_value, "xfails": None},
                             timeout=clause_timeout, heartbeat=example_timeout)
@@ -457,7 +457,7 @@ class SymbolicPowerReport(ReportHeader):
 
 def symbolic_operations(cls: type[Mutant]) -> list[str]:
     """The symbolic operation groups that can see mutant ``cls``'s defect."""
-    from kvcontract.conformance.symbolic import OPERATIONS as SYMBOLIC_OPS
+    from kvcontract.conformance.run.symbolic.search import OPERATIONS as SYMBOLIC_OPS
 
     mutated = mutated_operations(cls)
     if mutated is None:
@@ -469,7 +469,7 @@ def symbolic_operations(cls: type[Mutant]) -> list[str]:
 def symbolic_hunt(name: str, budget_s: float, progress: Progress | None = None) -> dict[str, Any]:
     """The symbolic search on mutant ``name`` to its first finding: the normal mode
     first, then (when it found nothing) ``python -O``."""
-    from kvcontract.conformance.symbolic import run_symbolic
+    from kvcontract.conformance.run.symbolic.search import run_symbolic
 
     ops = symbolic_operations(mutant_class(name))
     paths = 0
@@ -496,7 +496,7 @@ def run_symbolic_power(names: Sequence[str], *, budget_s: float = SYMBOLIC_BUDGE
                        seed_value: int = 0, progress: Progress | None = None) -> SymbolicPowerReport:
     """Property hunt (both modes) and symbolic hunt of every mutant in ``names``, and a
     symbolic control run on the reference."""
-    from kvcontract.conformance.symbolic import run_symbolic
+    from kvcontract.conformance.run.symbolic.search import run_symbolic
 
     start = time.perf_counter()
     prop = run_mutants(names, profile=profile, seed_value=seed_value, optimize="both", progress=progress)

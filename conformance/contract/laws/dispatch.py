@@ -1,13 +1,13 @@
 """The dispatch laws: one per engine-checkable clause of spec chapter DISPATCH.
 
 Each law draws routing requests (hypothesis; they shrink to a small batch),
-routes them with the engine's router (:func:`~kvcontract.conformance.dispatch.router_for`)
+routes them with the engine's router (:func:`~kvcontract.conformance.engines.dispatch.router_for`)
 and compares with the reference's :func:`~kvcontract.reference.route`. Engines
 without a router skip with a reason. Examples are :class:`DispatchExample`
-(an :class:`~kvcontract.conformance.laws.Example` carrying a routing request);
+(an :class:`~kvcontract.conformance.contract.laws.chapters.Example` carrying a routing request);
 violations render as a self-contained repro (:func:`render_dispatch_snippet`).
 
-The suite (:mod:`kvcontract.conformance.suite`) composes them with the merge laws.
+The suite (:mod:`kvcontract.conformance.contract.laws`) composes them with the merge laws.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from kvcontract import reference
-from kvcontract.conformance import strategies as strat
-from kvcontract.conformance.dispatch import needs_router, router_for
-from kvcontract.conformance.engine import Engine, Router, RoutingEngine
-from kvcontract.conformance.model import Example, KitFailure, Law, Violation, signature
+from kvcontract.conformance.contract import strategies as strat
+from kvcontract.conformance.contract.model import Example, KitFailure, Law, Violation, signature
+from kvcontract.conformance.engines.dispatch import needs_router, router_for
+from kvcontract.conformance.engines.protocol import Engine, Router, RoutingEngine
 from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
 
 

@@ -1,0 +1,1 @@
+"""The vLLM adapter: source trees, release discovery, value conversion, grouping, routing."""

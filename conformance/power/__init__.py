@@ -1,0 +1,1 @@
+"""The suite's power: the mutant hunt and the symbolic comparison."""

@@ -1,0 +1,1 @@
+"""Reports: the check report, diffs, expectations (xfails), tables."""

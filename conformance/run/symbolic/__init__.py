@@ -1,0 +1,1 @@
+"""The symbolic search (CrossHair) over the engine-checkable clauses."""
