@@ -53,8 +53,10 @@ def _failing(report: Report) -> list[tuple[str, str, str, str]]:
 
 def test_every_engine_checkable_clause_has_a_law():
     covered = {law_.clause for law_ in LAWS} | set(DERIVED)
-    wanted = {c.id for c in load_catalogue()
-              if c.prefix in ("MERGE", "ERROR", "UNIFORM", "GROUP", "DISPATCH")} | {"ROLE-COVER-1"}
+    # Every clause of a chapter the suite checks; of chapter ROLE (the role table, which the
+    # reference's own tests check) only the engine's drift guard.
+    chapters = {law_.chapter for law_ in LAWS} - {"ROLE"}
+    wanted = {c.id for c in load_catalogue() if c.prefix in chapters} | {"ROLE-COVER-1"}
     assert wanted == covered
 
 

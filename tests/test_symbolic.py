@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
+from kvcontract.conformance.contract.laws import OPERATION_CLAUSES
 from kvcontract.conformance.contract.model import Example
 from kvcontract.conformance.contract.strategies import FULL_DOMAIN
 from kvcontract.conformance.engines.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
 from kvcontract.conformance.engines.protocol import EngineUnavailable, load_engine
 from kvcontract.conformance.engines.registry import resolve_engine
 from kvcontract.conformance.run.symbolic.search import (
-    OPERATION_CLAUSES,
     OPERATIONS,
     Blocks,
     Search,

@@ -12,12 +12,12 @@ import signal
 import sys
 from typing import Any
 
+from kvcontract.conformance.contract.laws import SEARCHED_CLAUSES
 from kvcontract.conformance.engines.protocol import UnknownEngine
 from kvcontract.conformance.reports.expectations import check_xfails_options
 from kvcontract.conformance.run.symbolic.search import (
     DEFAULT_BUDGET_S,
     OPERATIONS,
-    SEARCHED_CLAUSES,
     SearchError,
     render,
     run_symbolic,

@@ -120,24 +120,79 @@ def no_requirement(_engine: Engine) -> str | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True)
-class Law:
-    """A clause as a property over examples (one record per clause)."""
+ENGINE_OPERATIONS: tuple[str, ...] = ("to_engine", "from_engine", "merge", "is_uniform", "group_layers",
+                                      "page_size", "route", "router", "introspect")
+"""The engine operations a law's oracle may call (what a mutant may override);
+``introspect`` is reading the engine's classes (ROLE-COVER-1)."""
 
-    clause: str
+SEARCH_OPERATIONS: tuple[str, ...] = ("merge", "mixed", "empty", "uniform", "group", "route")
+"""The symbolic search's operation groups (``kvcontract symbolic --ops``): each
+builds one family of inputs and judges the laws that declare it in ``searched``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """An input shape: the examples a law judges, as a hypothesis strategy and a
+    systematic enumerator over the engine's domain. Laws that judge the same
+    inputs share a shape; the symbolic search's probes name the shapes of the
+    examples they build, and judge every law of those shapes."""
+
+    name: str
     strategy: Callable[[strat.Domain], Any]
     """Hypothesis strategy of examples, given the engine's domain."""
+    systematic: Callable[[strat.Domain], Iterable[Example]] | None = None
+    """The finite part of the input space, enumerated deterministically."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Law:
+    """A clause as a property over examples: the single record of what a clause is
+    to the kit (its shape, oracle, requirement, the engine operations it calls, the
+    symbolic operation groups that search it, the clauses derived from it)."""
+
+    clause: str
+    shape: Shape
     check: Callable[[Engine, Example], None]
     """The oracle: returns when the engine conforms, raises :class:`Violation` otherwise."""
     requires: Callable[[Engine], str | None] = no_requirement
     """The reason the law cannot run on an engine (it skips), or None."""
-    systematic: Callable[[strat.Domain], Iterable[Example]] | None = None
-    """The finite part of the clause's input space, enumerated deterministically."""
+    operations: frozenset[str] = frozenset()
+    """The engine operations the oracle calls (:data:`ENGINE_OPERATIONS`): a mutant
+    that overrides none of them cannot fail this law."""
+    searched: frozenset[str] = frozenset()
+    """The symbolic operation groups (:data:`SEARCH_OPERATIONS`) whose probes build
+    this law's shape; empty only with :attr:`not_searched`."""
+    not_searched: str = ""
+    """Why the symbolic search does not judge this law (its input is not a value)."""
+    feeds: tuple[str, ...] = ()
+    """Clauses judged from this law's findings (ERROR-OPTIMIZE-1 from its -O findings)."""
+    reads_values: bool = False
+    """The oracle reads the differing field's values (a message must name them): the
+    symbolic search judges it only on members that all set the field."""
     engine_examples: Callable[[Engine], Iterable[Example]] | None = None
     """Examples that depend on the engine itself (its classes), run with the systematic ones."""
     example_type: type[Example] = Example
     render: Renderer | None = None
     """Snippet renderer; None: :func:`render_snippet`."""
+
+    def __post_init__(self) -> None:
+        unknown = (self.operations - set(ENGINE_OPERATIONS)) | (self.searched - set(SEARCH_OPERATIONS))
+        if unknown:
+            raise ValueError(f"law {self.clause}: unknown operations {sorted(unknown)}")
+        if not self.searched and not self.not_searched:
+            raise ValueError(f"law {self.clause}: no symbolic operation searches it and no reason is given")
+
+    @property
+    def strategy(self) -> Callable[[strat.Domain], Any]:
+        return self.shape.strategy
+
+    @property
+    def systematic(self) -> Callable[[strat.Domain], Iterable[Example]] | None:
+        return self.shape.systematic
+
+    @property
+    def chapter(self) -> str:
+        return self.clause.split("-", 1)[0]
 
     @property
     def title(self) -> str:

@@ -26,7 +26,14 @@ from typing import Any, Literal
 import pydantic
 
 import kvcontract
-from kvcontract.conformance.contract.laws import CLAUSE_ORDER, DERIVED, LAWS
+from kvcontract.conformance.contract.laws import (
+    CLAUSE_ORDER,
+    DERIVED,
+    LAWS,
+    SEARCH_OPERATIONS_OF,
+    law,
+)
+from kvcontract.conformance.contract.model import ENGINE_OPERATIONS
 from kvcontract.conformance.engines.mutants import KNOWN_SURVIVORS, MUTANTS, Mutant, mutant_class
 from kvcontract.conformance.engines.reference import ReferenceEngine
 from kvcontract.conformance.run.session import (
@@ -46,18 +53,8 @@ Progress = Callable[[str], None]
 CONTROL_NAME = "reference"
 CONTROL_DESCRIPTION = "the reference, unmutated (control: no clause may fail on it)"
 
-OPERATIONS: tuple[str, ...] = ("to_engine", "from_engine", "merge", "is_uniform", "group_layers",
-                               "page_size", "route", "router")
-"""The engine operations the laws call; what a mutant may override."""
-
-CHAPTER_OPERATIONS: dict[str, frozenset[str]] = {
-    "MERGE": frozenset({"to_engine", "from_engine", "merge", "page_size"}),
-    "ERROR": frozenset({"to_engine", "from_engine", "merge"}),
-    "UNIFORM": frozenset({"to_engine", "is_uniform"}),
-    "GROUP": frozenset({"to_engine", "from_engine", "group_layers", "page_size"}),
-    "DISPATCH": frozenset({"route", "router"}),
-}
-"""The operations each chapter's laws call (the chapter is the clause ID's prefix)."""
+OPERATIONS: tuple[str, ...] = tuple(op for op in ENGINE_OPERATIONS if op != "introspect")
+"""The engine operations the laws call that a mutant may override."""
 
 
 def mutated_operations(cls: type[Mutant]) -> frozenset[str] | None:
@@ -72,9 +69,9 @@ def mutated_operations(cls: type[Mutant]) -> frozenset[str] | None:
 
 
 def affected(clause: str, mutated: frozenset[str] | None) -> bool:
-    if mutated is None:
+    if mutated is None or clause not in CLAUSE_ORDER:
         return True
-    return bool(CHAPTER_OPERATIONS.get(clause.split("-", 1)[0], frozenset(OPERATIONS)) & mutated)
+    return bool(law(clause).operations & mutated)
 
 
 class ModeOutcome(pydantic.BaseModel):
@@ -408,19 +405,6 @@ def render_markdown(report: MutantsReport) -> str:
 SYMBOLIC_BUDGET_S = 60.0
 """CPU seconds of symbolic search per mutant and mode (it stops at the first finding)."""
 
-SYMBOLIC_OPERATIONS: dict[str, tuple[str, ...]] = {
-    "to_engine": ("merge", "mixed", "empty", "uniform", "group"),
-    "from_engine": ("merge", "mixed", "group"),
-    "merge": ("merge", "mixed", "empty"),
-    "is_uniform": ("merge", "mixed", "empty", "uniform"),
-    "group_layers": ("group",),
-    "page_size": ("merge", "group"),
-    "route": ("route",),
-    "router": ("route",),
-}
-"""The symbolic operation groups whose oracles call each engine operation."""
-
-
 class SymbolicRow(pydantic.BaseModel):
     """One mutant: found by property / found by symbolic / time to first finding."""
 
@@ -462,7 +446,7 @@ def symbolic_operations(cls: type[Mutant]) -> list[str]:
     mutated = mutated_operations(cls)
     if mutated is None:
         return list(SYMBOLIC_OPS)
-    wanted = {op for m in mutated for op in SYMBOLIC_OPERATIONS.get(m, ())}
+    wanted = {op for m in mutated for op in SEARCH_OPERATIONS_OF.get(m, ())}
     return [op for op in SYMBOLIC_OPS if op in wanted] or list(SYMBOLIC_OPS)
 
 

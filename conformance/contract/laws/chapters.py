@@ -32,8 +32,10 @@ from kvcontract.conformance.contract.model import (
     Example,
     KitFailure,
     Law,
+    Shape,
     Violation,
     domain_of,
+    no_requirement,
     per_field,
     signature,
 )
@@ -297,6 +299,20 @@ def _nothing(_domain: strat.Domain) -> Any:
 
 def _sys_nothing(_domain: strat.Domain) -> Iterator[Example]:
     yield Example()
+
+
+ONE_SPEC = Shape("one-spec", _one_spec, _sys_one_spec)
+COMPATIBLE = Shape("compatible", _compatible, _sys_compatible)
+ADVISORY = Shape("advisory", _compatible, _sys_advisory)
+PERMUTED = Shape("permuted", _permuted, _sys_permuted)
+SPLIT = Shape("split", _split, _sys_split)
+NEAR_MISS = Shape("near-miss", _near_miss, _sys_near_miss)
+MIXED_KINDS = Shape("mixed-kinds", _mixed_kinds, _sys_mixed_kinds)
+TABLE = Shape("table", _table, _sys_table)
+UNIFORM_TABLE = Shape("uniform-table", _uniform_table, _sys_uniform_table)
+UNIFORM_CASES = Shape("uniform-cases", _uniform_cases, _sys_uniform_cases)
+INCOMPATIBLE = Shape("incompatible", _incompatible, _sys_incompatible)
+NOTHING = Shape("nothing", _nothing, _sys_nothing)
 
 
 # -- merge laws ------------------------------------------------------------------------
@@ -1092,32 +1108,56 @@ def _needs_empty_merge(engine: Engine) -> str | None:
         f"{engine.name}'s adapter declares that its merge cannot be called with no spec")
 
 
+MERGE_OPS = frozenset({"to_engine", "from_engine", "merge", "page_size"})
+ERROR_OPS = frozenset({"to_engine", "from_engine", "merge"})
+UNIFORM_OPS = frozenset({"to_engine", "is_uniform"})
+GROUP_OPS = frozenset({"to_engine", "from_engine", "group_layers", "page_size"})
+_OPTIMIZE = ("ERROR-OPTIMIZE-1",)
+_MERGE = frozenset({"merge"})
+_UNIFORM = frozenset({"merge", "mixed", "uniform"})
+_GROUP = frozenset({"group"})
+
+
+def _merge_law(clause: str, shape: Shape, check: Callable[[Engine, Example], None],
+               requires: Callable[[Engine], str | None] | None = None) -> Law:
+    return Law(clause, shape, check, requires or no_requirement, operations=MERGE_OPS, searched=_MERGE)
+
+
+def _group_law(clause: str, shape: Shape, check: Callable[[Engine, Example], None],
+               requires: Callable[[Engine], str | None]) -> Law:
+    return Law(clause, shape, check, requires, operations=GROUP_OPS, searched=_GROUP)
+
+
 MERGE_LAWS: tuple[Law, ...] = (
-    Law("ROLE-COVER-1", _nothing, check_cover, engine_examples=_cover_examples),
-    Law("MERGE-IDENTITY-1", _one_spec, check_identity, systematic=_sys_one_spec),
-    Law("MERGE-ORDER-1", _permuted, check_order, systematic=_sys_permuted),
-    Law("MERGE-ASSOC-1", _split, check_assoc, systematic=_sys_split),
-    Law("MERGE-KIND-1", _compatible, check_kind, systematic=_sys_compatible),
-    Law("MERGE-AGREE-1", _compatible, _role_check("MERGE-AGREE-1", {Role.LAYOUT, Role.ALLOCATION}),
-        systematic=_sys_compatible),
-    Law("MERGE-UNION-1", _compatible, check_union, _needs_capability, systematic=_sys_compatible),
-    Law("MERGE-ANNOTATION-1", _compatible, check_annotations, _needs_annotation, systematic=_sys_compatible),
-    Law("MERGE-ANNOTATION-2", _compatible, check_advisory, _needs_advisory, systematic=_sys_advisory),
-    Law("MERGE-PAGE-1", _compatible, check_page, systematic=_sys_compatible),
-    Law("MERGE-PURE-1", _compatible, check_pure, systematic=_sys_compatible),
-    Law("ERROR-DETECT-1", _near_miss, check_detect, systematic=_sys_near_miss),
-    Law("ERROR-TYPE-1", _near_miss, check_type, systematic=_sys_near_miss),
-    Law("ERROR-MESSAGE-1", _near_miss, check_message, systematic=_sys_near_miss),
-    Law("ERROR-KIND-1", _mixed_kinds, check_kind_error, systematic=_sys_mixed_kinds),
-    Law("ERROR-EMPTY-1", _nothing, check_empty, _needs_empty_merge, systematic=_sys_nothing),
-    Law("UNIFORM-MERGE-1", _uniform_cases, check_uniform_merge, systematic=_sys_uniform_cases),
-    Law("UNIFORM-NORAISE-1", _incompatible, check_uniform_noraise, systematic=_sys_incompatible),
-    Law("UNIFORM-EMPTY-1", _nothing, check_uniform_empty, systematic=_sys_nothing),
-    Law("GROUP-PARTITION-1", _table, check_partition, _needs_grouping, systematic=_sys_table),
-    Law("GROUP-COMPAT-1", _table, check_group_compat, _needs_grouping, systematic=_sys_table),
-    Law("GROUP-MERGED-1", _table, check_group_merged, _needs_grouping, systematic=_sys_table),
-    Law("GROUP-UNION-1", _table, check_group_union, _needs_grouping_and_capability, systematic=_sys_table),
-    Law("GROUP-PAGE-1", _table, check_group_page, _needs_grouping, systematic=_sys_table),
-    Law("GROUP-SHARE-1", _uniform_table, check_group_share, _needs_grouping, systematic=_sys_uniform_table),
+    Law("ROLE-COVER-1", NOTHING, check_cover, operations=frozenset({"introspect", "to_engine", "merge"}),
+        not_searched="its input is the engine's classes, not a value", engine_examples=_cover_examples),
+    _merge_law("MERGE-IDENTITY-1", ONE_SPEC, check_identity),
+    _merge_law("MERGE-ORDER-1", PERMUTED, check_order),
+    _merge_law("MERGE-ASSOC-1", SPLIT, check_assoc),
+    _merge_law("MERGE-KIND-1", COMPATIBLE, check_kind),
+    _merge_law("MERGE-AGREE-1", COMPATIBLE, _role_check("MERGE-AGREE-1", {Role.LAYOUT, Role.ALLOCATION})),
+    _merge_law("MERGE-UNION-1", COMPATIBLE, check_union, _needs_capability),
+    _merge_law("MERGE-ANNOTATION-1", COMPATIBLE, check_annotations, _needs_annotation),
+    _merge_law("MERGE-ANNOTATION-2", ADVISORY, check_advisory, _needs_advisory),
+    _merge_law("MERGE-PAGE-1", COMPATIBLE, check_page),
+    _merge_law("MERGE-PURE-1", COMPATIBLE, check_pure),
+    Law("ERROR-DETECT-1", NEAR_MISS, check_detect, operations=ERROR_OPS, searched=_MERGE, feeds=_OPTIMIZE),
+    Law("ERROR-TYPE-1", NEAR_MISS, check_type, operations=ERROR_OPS, searched=_MERGE, feeds=_OPTIMIZE),
+    Law("ERROR-MESSAGE-1", NEAR_MISS, check_message, operations=ERROR_OPS, searched=_MERGE, reads_values=True),
+    Law("ERROR-KIND-1", MIXED_KINDS, check_kind_error, operations=ERROR_OPS, searched=frozenset({"mixed"}),
+        feeds=_OPTIMIZE),
+    Law("ERROR-EMPTY-1", NOTHING, check_empty, _needs_empty_merge, operations=frozenset({"merge"}),
+        searched=frozenset({"empty"})),
+    Law("UNIFORM-MERGE-1", UNIFORM_CASES, check_uniform_merge, operations=UNIFORM_OPS, searched=_UNIFORM),
+    Law("UNIFORM-NORAISE-1", INCOMPATIBLE, check_uniform_noraise, operations=UNIFORM_OPS, searched=_UNIFORM,
+        feeds=_OPTIMIZE),
+    Law("UNIFORM-EMPTY-1", NOTHING, check_uniform_empty, operations=frozenset({"is_uniform"}),
+        searched=frozenset({"empty"})),
+    _group_law("GROUP-PARTITION-1", TABLE, check_partition, _needs_grouping),
+    _group_law("GROUP-COMPAT-1", TABLE, check_group_compat, _needs_grouping),
+    _group_law("GROUP-MERGED-1", TABLE, check_group_merged, _needs_grouping),
+    _group_law("GROUP-UNION-1", TABLE, check_group_union, _needs_grouping_and_capability),
+    _group_law("GROUP-PAGE-1", TABLE, check_group_page, _needs_grouping),
+    _group_law("GROUP-SHARE-1", UNIFORM_TABLE, check_group_share, _needs_grouping),
 )
 """The laws of chapters ROLE (the drift guard), MERGE, ERROR, UNIFORM and GROUP, in SPEC.md order."""

@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 
 from kvcontract import reference
 from kvcontract.conformance.contract import strategies as strat
-from kvcontract.conformance.contract.model import Example, KitFailure, Law, Violation, signature
+from kvcontract.conformance.contract.model import (
+    Example,
+    KitFailure,
+    Law,
+    Shape,
+    Violation,
+    signature,
+)
 from kvcontract.conformance.engines.dispatch import needs_router, router_for
 from kvcontract.conformance.engines.protocol import Engine, Router, RoutingEngine
 from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
@@ -387,18 +394,26 @@ def render_dispatch_snippet(engine: Engine, law_: Law, ex: Example, violation: V
 
 # -- the laws ------------------------------------------------------------------------------
 
-def _dispatch_law(clause: str, strategy: Any, check: Any, requires: Any, systematic: Any) -> Law:
-    return Law(clause, strategy, check, requires, systematic=systematic, example_type=DispatchExample,
-               render=render_dispatch_snippet)
+CAUSAL = Shape("causal", _causal, _sys_causal)
+MISSING_SUPPORT = Shape("missing-support", _missing_support, _sys_missing_support)
+BAD_BLOCK = Shape("bad-block", _bad_block, _sys_bad_block)
+GOOD_BLOCK = Shape("good-block", _good_block, _sys_good_block)
+VALID = Shape("valid", _valid, _sys_valid)
+DISPATCH_OPS = frozenset({"route", "router"})
+
+
+def _dispatch_law(clause: str, shape: Shape, check: Any) -> Law:
+    return Law(clause, shape, check, needs_router, operations=DISPATCH_OPS, searched=frozenset({"route"}),
+               example_type=DispatchExample, render=render_dispatch_snippet)
 
 
 DISPATCH_LAWS: tuple[Law, ...] = (
-    _dispatch_law("DISPATCH-CAUSAL-1", _causal, check_causal, needs_router, _sys_causal),
-    _dispatch_law("DISPATCH-NONCAUSAL-1", _missing_support, check_noncausal, needs_router, _sys_missing_support),
-    _dispatch_law("DISPATCH-UNIFORM-1", _bad_block, check_uniform, needs_router, _sys_bad_block),
-    _dispatch_law("DISPATCH-BLOCK-1", _good_block, check_block, needs_router, _sys_good_block),
-    _dispatch_law("DISPATCH-PARTITION-1", _valid, check_partition, needs_router, _sys_valid),
-    _dispatch_law("DISPATCH-ROWS-1", _causal, check_rows, needs_router, _sys_causal),
-    _dispatch_law("DISPATCH-SPLIT-1", _causal, check_split, needs_router, _sys_causal),
+    _dispatch_law("DISPATCH-CAUSAL-1", CAUSAL, check_causal),
+    _dispatch_law("DISPATCH-NONCAUSAL-1", MISSING_SUPPORT, check_noncausal),
+    _dispatch_law("DISPATCH-UNIFORM-1", BAD_BLOCK, check_uniform),
+    _dispatch_law("DISPATCH-BLOCK-1", GOOD_BLOCK, check_block),
+    _dispatch_law("DISPATCH-PARTITION-1", VALID, check_partition),
+    _dispatch_law("DISPATCH-ROWS-1", CAUSAL, check_rows),
+    _dispatch_law("DISPATCH-SPLIT-1", CAUSAL, check_split),
 )
 """Every engine-checkable clause of chapter DISPATCH, in draft order."""

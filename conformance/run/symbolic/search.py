@@ -61,8 +61,21 @@ import pydantic
 from kvcontract import reference
 from kvcontract.conformance.contract import strategies as strat
 from kvcontract.conformance.contract import systematic as sysm
-from kvcontract.conformance.contract.laws import LAWS, law
-from kvcontract.conformance.contract.model import Example, KitFailure, Violation, domain_of
+from kvcontract.conformance.contract.laws import (
+    DERIVED,
+    LAWS,
+    OPERATION_CLAUSES,
+    SEARCHED_CLAUSES,
+    clauses_for,
+    law,
+)
+from kvcontract.conformance.contract.model import (
+    SEARCH_OPERATIONS,
+    Example,
+    KitFailure,
+    Violation,
+    domain_of,
+)
 from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.conformance.reports.check import (
     FAILING,
@@ -84,26 +97,8 @@ from kvcontract.reference import (
 )
 from kvcontract.reports import ReportHeader, write_atomic
 
-OPERATIONS = ("merge", "mixed", "empty", "uniform", "group", "route")
+OPERATIONS = SEARCH_OPERATIONS
 """The operation groups a run can select (``--ops``)."""
-
-OPERATION_CLAUSES: dict[str, tuple[str, ...]] = {
-    "merge": ("MERGE-IDENTITY-1", "MERGE-ORDER-1", "MERGE-ASSOC-1", "MERGE-KIND-1", "MERGE-AGREE-1",
-              "MERGE-UNION-1", "MERGE-ANNOTATION-1", "MERGE-ANNOTATION-2", "MERGE-PAGE-1", "MERGE-PURE-1",
-              "ERROR-DETECT-1", "ERROR-TYPE-1", "ERROR-MESSAGE-1", "UNIFORM-MERGE-1", "UNIFORM-NORAISE-1"),
-    "mixed": ("ERROR-KIND-1", "UNIFORM-MERGE-1", "UNIFORM-NORAISE-1"),
-    "empty": ("ERROR-EMPTY-1", "UNIFORM-EMPTY-1"),
-    "uniform": ("UNIFORM-MERGE-1", "UNIFORM-NORAISE-1"),
-    "group": ("GROUP-PARTITION-1", "GROUP-COMPAT-1", "GROUP-MERGED-1", "GROUP-UNION-1", "GROUP-PAGE-1",
-              "GROUP-SHARE-1"),
-    "route": ("DISPATCH-CAUSAL-1", "DISPATCH-NONCAUSAL-1", "DISPATCH-UNIFORM-1", "DISPATCH-BLOCK-1",
-              "DISPATCH-PARTITION-1", "DISPATCH-ROWS-1", "DISPATCH-SPLIT-1"),
-}
-"""The clauses whose oracles judge each operation group's paths."""
-
-SEARCHED_CLAUSES: frozenset[str] = frozenset(c for cs in OPERATION_CLAUSES.values() for c in cs)
-"""Every clause the symbolic search judges (ROLE-COVER-1 is about the engine's
-classes, not an input, and ERROR-OPTIMIZE-1 is derived: neither is searched)."""
 
 DEFAULT_BUDGET_S = 120.0
 """CPU seconds of search per interpreter mode (the modes run concurrently)."""
@@ -372,22 +367,19 @@ def _merge_probe(c: Chooser, blocks: Blocks, kb: KindBlocks) -> Probe:
     if ok:
         base = Example(specs=tuple(specs))
         if n == 1:
-            cases.append((base, ("MERGE-IDENTITY-1",)))
+            cases.append((base, clauses_for("merge", ["one-spec"])))
         else:
             order = tuple(reversed(range(n))) if c.flag("order") else tuple([*range(1, n), 0])
-            cases.append((dataclasses.replace(base, order=order), ("MERGE-ORDER-1",)))
-            cases.append((dataclasses.replace(base, cut=1 + c.choose(n - 1, "cut")), ("MERGE-ASSOC-1",)))
-        cases.append((base, ("MERGE-KIND-1", "MERGE-AGREE-1", "MERGE-UNION-1", "MERGE-ANNOTATION-1",
-                             "MERGE-ANNOTATION-2", "MERGE-PAGE-1", "MERGE-PURE-1", "UNIFORM-MERGE-1")))
+            cases.append((dataclasses.replace(base, order=order), clauses_for("merge", ["permuted"])))
+            cases.append((dataclasses.replace(base, cut=1 + c.choose(n - 1, "cut")), clauses_for("merge", ["split"])))
+        cases.append((base, clauses_for("merge", ["compatible", "advisory", "uniform-cases"])))
     else:
         field = _one_field(specs, fields)
         ex = Example(specs=tuple(specs), field=field)
-        clauses: tuple[str, ...] = ("ERROR-DETECT-1", "ERROR-TYPE-1", "UNIFORM-MERGE-1", "UNIFORM-NORAISE-1")
-        if field is not None and all(getattr(s, field) is not None for s in specs):
-            # members that leave a common annotation unset are not part of the
-            # disagreement; ERROR-MESSAGE-1's oracle would ask for "None" in the message
-            clauses += ("ERROR-MESSAGE-1",)
-        cases.append((ex, clauses))
+        # members that leave a common annotation unset are not part of the disagreement:
+        # a law that reads the field's values (a message naming them) is not judged then
+        values_set = field is not None and all(getattr(s, field) is not None for s in specs)
+        cases.append((ex, clauses_for("merge", ["near-miss", "uniform-cases", "incompatible"], values_set=values_set)))
     return Probe(cases, features)
 
 
@@ -413,7 +405,7 @@ def _mixed_probe(c: Chooser, blocks: Blocks, kinds: Sequence[type[KVCacheSpec]])
         second = aligned if aligned is not None else second
     ex = Example(specs=(first, second))
     features = {f"kinds={first_kind.__name__}>{second_kind.__name__}"}
-    return Probe([(ex, OPERATION_CLAUSES["mixed"])], features)
+    return Probe([(ex, clauses_for("mixed", ["mixed-kinds", "uniform-cases", "incompatible"]))], features)
 
 
 def _table_specs(c: Chooser, blocks: Blocks, kinds: Sequence[type[KVCacheSpec]], max_layers: int) -> list[KVCacheSpec]:
@@ -442,16 +434,15 @@ def _uniform_probe(c: Chooser, blocks: Blocks, kinds: Sequence[type[KVCacheSpec]
     field = _one_field(specs, fields) if same_kind else None
     ex = Example(specs=tuple(specs), field=field)
     features = {f"n={len(specs)}", f"ok={ok}", "+".join(sorted({type(s).__name__ for s in specs}))}
-    return Probe([(ex, ("UNIFORM-MERGE-1",) if ok else ("UNIFORM-MERGE-1", "UNIFORM-NORAISE-1"))], features)
+    shapes = ["uniform-cases"] if ok else ["uniform-cases", "incompatible"]
+    return Probe([(ex, clauses_for("uniform", shapes))], features)
 
 
 def _group_probe(c: Chooser, blocks: Blocks, kinds: Sequence[type[KVCacheSpec]]) -> Probe:
     specs = _table_specs(c, blocks, kinds, 4)
     table = tuple((f"layers.{i}", s) for i, s in enumerate(specs))
     ok, _fields = _disagreement(specs)
-    clauses: tuple[str, ...] = OPERATION_CLAUSES["group"][:-1]
-    if ok:
-        clauses += ("GROUP-SHARE-1",)
+    clauses = clauses_for("group", ["table", "uniform-table"] if ok else ["table"])
     features = {f"n={len(specs)}", f"ok={ok}", "+".join(sorted({type(s).__name__ for s in specs}))}
     features |= {f"{k}.{f}" for k, f in sysm.exercised(specs)}
     return Probe([(Example(table=table), clauses)], features)
@@ -481,14 +472,14 @@ def _route_probe(c: Chooser) -> Probe:
                              query_len_support=c.pick(list(QueryLenSupport), "support"))
     ex = DispatchExample(request=request)
     if causal:
-        clauses: tuple[str, ...] = ("DISPATCH-CAUSAL-1", "DISPATCH-PARTITION-1", "DISPATCH-ROWS-1",
-                                    "DISPATCH-SPLIT-1")
+        shapes = ["causal", "valid"]
     elif not (capability and backend):
-        clauses = ("DISPATCH-NONCAUSAL-1",)
+        shapes = ["missing-support"]
     elif _valid_block(lens):
-        clauses = ("DISPATCH-BLOCK-1", "DISPATCH-PARTITION-1")
+        shapes = ["good-block", "valid"]
     else:
-        clauses = ("DISPATCH-UNIFORM-1",)
+        shapes = ["bad-block"]
+    clauses = clauses_for("route", shapes)
     features = {f"clauses={','.join(clauses)}", f"n={n}", f"support={request.query_len_support.name}"}
     return Probe([(ex, clauses)], features)
 
@@ -620,7 +611,7 @@ class Search:
                 groups.append(Group(op, "", functools.partial(_mixed_probe, blocks=self.blocks,
                                                               kinds=self.kinds), seed_value))
             elif op == "empty":
-                groups.append(Group(op, "", lambda c: Probe([(Example(), OPERATION_CLAUSES["empty"])], {"empty"}),
+                groups.append(Group(op, "", lambda c: Probe([(Example(), clauses_for("empty", ["nothing"]))], {"empty"}),
                                     seed_value))
             elif op == "uniform":
                 groups.append(Group(op, "", functools.partial(_uniform_probe, blocks=self.blocks,
@@ -1008,7 +999,7 @@ def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S,
             w.close()
 
 
-OPTIMIZE_SOURCES = ("ERROR-DETECT-1", "ERROR-TYPE-1", "ERROR-KIND-1", "UNIFORM-NORAISE-1")
+OPTIMIZE_SOURCES = DERIVED["ERROR-OPTIMIZE-1"]
 
 
 def _optimize_only(engine_name: str, report: SymbolicReport, normal: Any, expectations: Any) -> list[Record]:
