@@ -5,6 +5,8 @@
 its version, profile, seed), so a tool reading any of them knows what it
 reads. Files are written by :func:`write_atomic`: whole or not at all, and
 readable like any other output (the umask's mode, not a temp file's 0600).
+Tables, for a terminal or for markdown, are rendered by :func:`text_table`
+and :func:`markdown_table` (one cell escape, :func:`md_cell`).
 This module imports nothing else of the kit.
 """
 
@@ -12,7 +14,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pydantic
 
@@ -52,3 +56,52 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# -- tables --------------------------------------------------------------------------------------
+
+Align = str
+"""A column's alignment: ``"<"`` (left, the default) or ``">"`` (right, for numbers)."""
+
+
+def md_cell(value: Any) -> str:
+    """``value`` as one markdown table cell: pipes escaped, line breaks as spaces."""
+    return str(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]],
+                   align: Sequence[Align] = ()) -> list[str]:
+    """A markdown table: the header, the alignment row (``:---`` / ``---:``), the rows.
+    Every cell goes through :func:`md_cell`."""
+    aligns = [*align, *["<"] * (len(header) - len(align))]
+    marks = [("---:" if a == ">" else ":---") for a in aligns]
+    lines = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "|".join(marks) + "|"]
+    for row in rows:
+        if len(row) != len(header):
+            raise ValueError(f"a row of {len(row)} cells in a table of {len(header)} columns: {row!r}")
+        lines.append("| " + " | ".join(md_cell(c) for c in row) + " |")
+    return lines
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence[Align] = (),
+               rule: bool = True, gap: int = 2) -> list[str]:
+    """A plain-text table for a terminal: columns as wide as their widest cell, ``gap``
+    spaces apart, a rule of dashes under the header (``rule``); trailing spaces trimmed."""
+    aligns = [*align, *["<"] * (len(header) - len(align))]
+    cells = [[str(h) for h in header]]
+    for row in rows:
+        if len(row) != len(header):
+            raise ValueError(f"a row of {len(row)} cells in a table of {len(header)} columns: {row!r}")
+        cells.append([str(c) for c in row])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    space = " " * gap
+
+    def line(row: Sequence[str]) -> str:
+        return space.join(c.rjust(w) if a == ">" else c.ljust(w)
+                          for c, w, a in zip(row, widths, aligns, strict=True)).rstrip()
+
+    out = [line(cells[0])]
+    if rule:
+        out.append("-" * len(space.join("-" * w for w in widths)))
+    out += [line(r) for r in cells[1:]]
+    return out
