@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from kvcontract.conformance.contract.expectations import Accepted
 from kvcontract.conformance.contract.laws import DERIVED, LAWS, law
-from kvcontract.conformance.contract.model import Example, Violation, render_snippet
+from kvcontract.conformance.contract.model import Example, Violation
+from kvcontract.conformance.contract.repro import MergeOf, render_snippet
 from kvcontract.conformance.contract.strategies import FULL_DOMAIN
 from kvcontract.conformance.contract.systematic import all_pairs
 from kvcontract.conformance.engines.registry import resolve_engine
@@ -113,22 +115,20 @@ def test_systematic_phase_enumerates_what_only_random_draws_found_before():
 def test_signatures_name_the_defect_not_the_draw():
     """An invalid result names its kind and the fields at fault, not the example's kinds; a
     group of mixed kinds under one member's spec pairs that kind with each other one."""
-    from kvcontract.conformance.contract.laws.chapters import (
-        _incompatible_signatures,
-        _invalid_signature,
-    )
+    from kvcontract.conformance.contract.laws.common import invalid_signature
+    from kvcontract.conformance.contract.laws.group import incompatible_signatures
     from kvcontract.reference import FullAttentionSpec, InvalidSpec, KVDtype
 
     with pytest.raises(InvalidSpec) as info:
         FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=64, dtype=KVDtype.FLOAT32,
                           sliding_window=128, attention_chunk_size=256)
     ex = Example(table=(("a", None), ("b", None)))
-    assert _invalid_signature(info.value, ex) == "invalid-result:FullAttentionSpec:attention_chunk_size,sliding_window"
+    assert invalid_signature(info.value, ex) == "invalid-result:FullAttentionSpec:attention_chunk_size,sliding_window"
     kinds = ["CrossAttentionSpec", "RSWASpec", "SlidingWindowMLASpec"]
-    assert _incompatible_signatures(kinds, ["kind"], "CrossAttentionSpec") == [
+    assert incompatible_signatures(kinds, ["kind"], "CrossAttentionSpec") == [
         "incompatible-group:CrossAttentionSpec+RSWASpec:kind",
         "incompatible-group:CrossAttentionSpec+SlidingWindowMLASpec:kind"]
-    assert len(_incompatible_signatures(kinds, ["kind"], "FullAttentionSpec")) == 3  # a spec of no member's kind
+    assert len(incompatible_signatures(kinds, ["kind"], "FullAttentionSpec")) == 3  # a spec of no member's kind
 
 
 def test_unequal_pages_name_the_layer_that_missed_the_largest_page():
@@ -137,7 +137,7 @@ def test_unequal_pages_name_the_layer_that_missed_the_largest_page():
     layer's kind, whatever other kinds sit beside it, so a third layer is not a new finding."""
     import dataclasses
 
-    from kvcontract.conformance.contract.laws.chapters import check_group_page
+    from kvcontract.conformance.contract.laws.group import check_group_page
     from kvcontract.conformance.engines import reference as reference_engine
     from kvcontract.conformance.engines.protocol import EngineGroup
     from kvcontract.reference import (
@@ -277,12 +277,11 @@ def test_reference_snippet_machinery_passes_for_the_reference(tmp_path):
         {"kind": "FullAttentionSpec", "block_size": 32, "num_kv_heads": 1, "head_size": 64, "dtype": "bfloat16"}],
         "field": "block_size"})
     snippet = render_snippet(engine, law("ERROR-DETECT-1"), example,
-                             Violation("probe", "try:\n    merged = MERGE(specs)\nexcept AssertionError:\n"
-                                       "    print('rejected')\nelse:\n    raise SystemExit('VIOLATION')"), True)
+                             Violation("probe", Accepted(MergeOf(), "specs that differ in block_size")), True)
     script = tmp_path / "repro.py"
     script.write_text(snippet)
     result = subprocess.run([sys.executable, "-O", str(script)], capture_output=True, text=True)
-    assert result.returncode == 0 and "rejected" in result.stdout, result.stderr
+    assert result.returncode == 0 and "no violation: rejected" in result.stdout, result.stderr
 
 
 # -- vLLM 0.34.0 --------------------------------------------------------------------------------------------

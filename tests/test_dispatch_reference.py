@@ -16,7 +16,7 @@ from kvcontract.conformance.contract.laws.dispatch import DISPATCH_LAWS, Dispatc
 from kvcontract.conformance.engines.dispatch import needs_router, router_for
 from kvcontract.conformance.engines.mutants import MUTANTS, load_mutant
 from kvcontract.conformance.engines.protocol import load_engine
-from kvcontract.conformance.run.session import run_law
+from kvcontract.conformance.run.execution import run_law
 from kvcontract.reference import (
     DispatchError,
     InvalidRoutingRequest,

@@ -23,7 +23,8 @@ from kvcontract.conformance.contract.laws import (
 )
 from kvcontract.conformance.contract.model import ENGINE_OPERATIONS, SEARCH_OPERATIONS, Law, Shape
 from kvcontract.conformance.engines.reference import ReferenceEngine
-from kvcontract.conformance.run.symbolic.search import Chooser, Rejected, Search
+from kvcontract.conformance.run.symbolic.choices import Chooser, Rejected
+from kvcontract.conformance.run.symbolic.search import Search
 from kvcontract.spec import CHAPTERS, load_catalogue
 
 
@@ -108,6 +109,6 @@ def test_clauses_for_leaves_out_value_reading_laws_when_the_values_are_unset():
 def test_a_law_without_search_or_reason_is_refused():
     shape = Shape("nothing", lambda _d: None)
     with pytest.raises(ValueError, match="no symbolic operation"):
-        Law("MERGE-X-1", shape, lambda e, x: None, operations=frozenset({"merge"}))
+        Law("MERGE-ORDER-1", shape, lambda e, x: None, operations=frozenset({"merge"}))
     with pytest.raises(ValueError, match="unknown operations"):
-        Law("MERGE-X-1", shape, lambda e, x: None, operations=frozenset({"merg"}), searched=frozenset({"merge"}))
+        Law("MERGE-ORDER-1", shape, lambda e, x: None, operations=frozenset({"merg"}), searched=frozenset({"merge"}))

@@ -20,9 +20,9 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from kvcontract import reference
 from kvcontract.conformance.contract import strategies as strat
 from kvcontract.conformance.contract.codec import spec_from_json, spec_to_json
+from kvcontract.conformance.contract.repro import Expectation, render_snippet
 from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.reference import KVCacheSpec
 from kvcontract.spec import clause as catalogue_clause
@@ -72,15 +72,17 @@ class Violation(Exception):
     """The engine broke a clause on an example.
 
     ``signature`` names the defect in engine terms (``outcome:kinds:fields``);
-    two examples with one signature are one finding. ``check`` is Python
-    source that, appended to the snippet's setup, reproduces the finding (it
-    raises ``SystemExit("VIOLATION ...")`` when the engine still misbehaves).
+    two examples with one signature are one finding. ``expect`` is what the
+    engine must do on the example (an
+    :class:`~kvcontract.conformance.contract.repro.Expectation`): the repro
+    snippet renders it as the check that ends in ``VIOLATION of <CLAUSE>`` while
+    the engine still misbehaves.
     """
 
-    def __init__(self, message: str, check: str, signature: str | list[str] = "") -> None:
+    def __init__(self, message: str, expect: Expectation, signature: str | list[str] = "") -> None:
         super().__init__(message)
         self.message = message
-        self.check = check
+        self.expect = expect
         self.signatures: list[str] = ([signature] if isinstance(signature, str) else list(signature)) \
             or ["violation"]
         self.signatures = [s or "violation" for s in self.signatures]
@@ -173,7 +175,8 @@ class Law:
     """Examples that depend on the engine itself (its classes), run with the systematic ones."""
     example_type: type[Example] = Example
     render: Renderer | None = None
-    """Snippet renderer; None: :func:`render_snippet`."""
+    """Snippet renderer; None: the one renderer of structured repros
+    (:func:`kvcontract.conformance.contract.repro.render_snippet`)."""
 
     def __post_init__(self) -> None:
         unknown = (self.operations - set(ENGINE_OPERATIONS)) | (self.searched - set(SEARCH_OPERATIONS))
@@ -211,46 +214,3 @@ def domain_of(engine: Engine) -> strat.Domain:
     """The strategies' domain for an engine: its kinds, its missing fields pinned,
     its own value sets (:func:`kvcontract.conformance.contract.strategies.domain_for`)."""
     return strat.domain_for(engine)
-
-
-def engine_ref(engine: Engine) -> str:
-    """The name that loads ``engine`` again (``resolve_engine``): the one it was
-    loaded by (``kvcontract_ref``, set by the runner), else its ``name``."""
-    return str(getattr(engine, "kvcontract_ref", engine.name))
-
-
-def render_snippet(engine: Engine, law_: Law, ex: Example, violation: Violation, optimized: bool) -> str:
-    """A self-contained Python program that reproduces ``violation``."""
-    kinds = sorted({type(s) for s in ex.specs} | {type(s) for _, s in ex.table}, key=lambda k: k.__name__)
-    interpreter = "python -O" if optimized else "python"
-    lines = [
-        f"# kvcontract repro: {law_.clause} ({law_.title}) on {engine.name} {engine.version}",
-        f"# run with: {interpreter} repro.py",
-        f"# finding [{violation.signature}]: {violation.message}",
-        *engine.snippet_imports(kinds),
-    ]
-    if ex.specs:
-        lines.append("specs = [")
-        lines += [f"    {engine.render_spec(s)}," for s in ex.specs]
-        lines.append("]")
-    if ex.table or "UNIFORM(" in violation.check or "GROUPS(" in violation.check:
-        lines.append("table = {")
-        lines += [f"    {n!r}: {engine.render_spec(s)}," for n, s in ex.table]
-        if not ex.table and ex.specs:
-            lines += [f"    'layers.{i}': specs[{i}]," for i in range(len(ex.specs))]
-        lines.append("}")
-    check = violation.check
-    if "EXPECTED[" in check:
-        want = reference.merge(list(ex.specs))
-        check = check.replace("expected = EXPECTED[0]", f"expected = {engine.render_spec(want)}")
-    check = check.replace("resolve_engine(ENGINE)", f"resolve_engine({engine_ref(engine)!r})")
-    check = check.replace("MERGE(", "_merge(").replace("UNIFORM(", "_uniform(")
-    check = check.replace("GROUP_PAIRS(", "_group_pairs(").replace("GROUPS(", "_groups(")
-    lines += [
-        f"def _merge(specs): return {engine.render_merge('specs')}",
-        f"def _uniform(table): return {engine.render_is_uniform('table')}",
-        f"def _groups(table): return {engine.render_group_layers('table')}",
-        f"def _group_pairs(groups): return {engine.render_group_pairs('groups')}",
-        check,
-    ]
-    return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from kvcontract.conformance.engines.protocol import ValueDomains
 from kvcontract.reference import (
     SPEC_KINDS,
     AnnotationRule,
@@ -226,8 +227,7 @@ def domain_for(engine: Any) -> Domain:
     missing = engine.unsupported_kinds()
     kinds_ = tuple(k for k in SPEC_KINDS if k not in missing)
     pinned = tuple((k, frozenset(engine.unsupported_fields(k))) for k in kinds_)
-    offered = getattr(engine, "value_domains", None)
-    values: Mapping[str, Sequence[Any]] = offered() if callable(offered) else {}
+    values: Mapping[str, Sequence[Any]] = engine.value_domains() if isinstance(engine, ValueDomains) else {}
     unknown = sorted(set(values) - set(ENUM_TYPES))
     if unknown:
         raise ValueError(f"{type(engine).__name__}.value_domains(): unknown value types {unknown}; "

@@ -2,7 +2,7 @@
 and classified against the contract's roles (ROLE-COVER-1).
 
 Pure functions, no laws. An adapter that can list its engine's spec classes
-satisfies :class:`Introspectable`; for it,
+satisfies :class:`~kvcontract.conformance.engines.protocol.Introspectable`; for it,
 
 - :func:`unclassified` lists every engine kind and field the contract does not
   classify, each with a message that says where to classify it;
@@ -28,11 +28,13 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from kvcontract.conformance.engines.protocol import Introspectable as Introspectable  # re-exported
+from kvcontract.conformance.engines.protocol import ValueIntrospectable as ValueIntrospectable
 from kvcontract.reference import (
     BASE_KINDS,
     CONTAINER_KINDS,
@@ -50,33 +52,6 @@ WHERE_FIELD = ("reference/specs.py: declare the field on that kind with its role
                "and add its row with the reason to spec/SPEC.md's role table")
 WHERE_VALUE = ("reference/dtypes.py: add the member to the reference type, and map it in the "
                "engine's adapter")
-
-
-@runtime_checkable
-class Introspectable(Protocol):
-    """An adapter that can list its engine's spec classes (ROLE-COVER-1)."""
-
-    def spec_classes(self) -> Sequence[type]:
-        """Every spec class the engine defines: its base spec class and every
-        dataclass subclass of it, transitively, found by introspection."""
-        ...
-
-
-@runtime_checkable
-class ValueIntrospectable(Protocol):
-    """An adapter that can list the values its engine accepts for enumerated types."""
-
-    def value_domains(self) -> Mapping[str, Sequence[Any]]:
-        """Reference values per value type (a key of ``strategies.ENUM_TYPES``)."""
-        ...
-
-    def engine_value_domains(self) -> Mapping[type, Sequence[Any]]:
-        """The engine's own values per engine type (e.g. ``torch.dtype``)."""
-        ...
-
-    def unmapped_values(self) -> Sequence[tuple[str, str]]:
-        """``(engine type name, value name)`` the engine accepts and the reference lacks."""
-        ...
 
 
 @dataclasses.dataclass(frozen=True)

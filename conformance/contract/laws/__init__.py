@@ -1,11 +1,13 @@
 """The suite: every engine-checkable clause's law, in SPEC.md order, and what is
 derived from the laws' records.
 
-Each chapter's laws live in a module of this package; this module composes
-them. A new chapter's laws are added to :data:`LAWS` here, nowhere else. Every
-table the rest of the kit needs about clauses (the clauses each symbolic
-operation group judges, the engine operations each chapter calls, the clauses
-judged from others) is derived from the :class:`~kvcontract.conformance.contract.model.Law`
+Each chapter's laws live in a module of this package (:mod:`.role`, :mod:`.merge`,
+:mod:`.error`, :mod:`.uniform`, :mod:`.group`, :mod:`.dispatch`; what their oracles
+share is :mod:`.common`, their input shapes :mod:`kvcontract.conformance.contract.shapes`);
+this module composes them. A new chapter's laws are added to :data:`LAWS` here,
+nowhere else. Every table the rest of the kit needs about clauses (the clauses each
+symbolic operation group judges, the engine operations each chapter calls, the
+clauses judged from others) is derived from the :class:`~kvcontract.conformance.contract.model.Law`
 records, never typed twice.
 """
 
@@ -13,11 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kvcontract.conformance.contract.laws.chapters import MERGE_LAWS
 from kvcontract.conformance.contract.laws.dispatch import DISPATCH_LAWS
+from kvcontract.conformance.contract.laws.error import ERROR_LAWS
+from kvcontract.conformance.contract.laws.group import GROUP_LAWS
+from kvcontract.conformance.contract.laws.merge import MERGE_LAWS
+from kvcontract.conformance.contract.laws.role import ROLE_LAWS
+from kvcontract.conformance.contract.laws.uniform import UNIFORM_LAWS
 from kvcontract.conformance.contract.model import ENGINE_OPERATIONS, SEARCH_OPERATIONS, Law
 
-LAWS: tuple[Law, ...] = (*MERGE_LAWS, *DISPATCH_LAWS)
+LAWS: tuple[Law, ...] = (*ROLE_LAWS, *MERGE_LAWS, *ERROR_LAWS, *UNIFORM_LAWS, *GROUP_LAWS, *DISPATCH_LAWS)
 """Every law, in SPEC.md order."""
 
 DERIVED: dict[str, tuple[str, ...]] = {

@@ -4,8 +4,9 @@ Each law draws routing requests (hypothesis; they shrink to a small batch),
 routes them with the engine's router (:func:`~kvcontract.conformance.engines.dispatch.router_for`)
 and compares with the reference's :func:`~kvcontract.reference.route`. Engines
 without a router skip with a reason. Examples are :class:`DispatchExample`
-(an :class:`~kvcontract.conformance.contract.laws.chapters.Example` carrying a routing request);
-violations render as a self-contained repro (:func:`render_dispatch_snippet`).
+(an :class:`~kvcontract.conformance.contract.model.Example` carrying a routing request);
+violations render as a self-contained repro
+(:func:`~kvcontract.conformance.contract.repro.render_snippet`, with the engine's router).
 
 The suite (:mod:`kvcontract.conformance.contract.laws`) composes them with the merge laws.
 """
@@ -21,6 +22,15 @@ from hypothesis import strategies as st
 
 from kvcontract import reference
 from kvcontract.conformance.contract import strategies as strat
+from kvcontract.conformance.contract.expectations import (
+    Accepted,
+    CapabilityNeutral,
+    DecodeRows,
+    Message,
+    Raised,
+    Routed,
+    RoutingPartition,
+)
 from kvcontract.conformance.contract.model import (
     Example,
     KitFailure,
@@ -29,8 +39,9 @@ from kvcontract.conformance.contract.model import (
     Violation,
     signature,
 )
+from kvcontract.conformance.contract.repro import RouteOf
 from kvcontract.conformance.engines.dispatch import needs_router, router_for
-from kvcontract.conformance.engines.protocol import Engine, Router, RoutingEngine
+from kvcontract.conformance.engines.protocol import Engine, Router
 from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
 
 
@@ -178,9 +189,6 @@ def _sys_valid(domain: strat.Domain) -> Iterator[DispatchExample]:
 # -- engine calls ---------------------------------------------------------------------------
 
 def _router(engine: Engine) -> Router:
-    used = getattr(engine, "used", None)
-    if isinstance(used, set):
-        used.add("route")  # the mutant hunt's control records which operations a law calls
     router = router_for(engine)
     if router is None:
         raise KitFailure(f"{engine.name} offers no router")
@@ -201,27 +209,12 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip()
 
 
-def _routed(engine: Engine, request: RoutingRequest, clause: str) -> Routing:
+def _routed(engine: Engine, request: RoutingRequest) -> Routing:
     got = _outcome(engine, request)
     if isinstance(got, Exception):
-        raise Violation(f"routing a valid invocation raised {_describe(got)}",
-                        "routing = ROUTE(request)  # raises: the contract routes this invocation",
+        raise Violation(f"routing a valid invocation raised {_describe(got)}", Raised(RouteOf()),
                         _sig(f"raised-{type(got).__name__}", request))
     return got
-
-
-def _expect(clause: str, want: Routing, what: str) -> str:
-    return ("routing = ROUTE(request)\n"
-            f"if routing.as_tuple() != {want.as_tuple()!r}:\n"
-            f"    raise SystemExit(f'VIOLATION of {clause}: {what} got {{routing.as_tuple()}} "
-            f"(decodes, prefills, decode tokens, prefill tokens), contract: {want.as_tuple()}')\n"
-            "print('no violation:', routing.as_tuple())")
-
-
-def _rejection_check(clause: str) -> str:
-    return ("try:\n    routing = ROUTE(request)\nexcept Exception as exc:\n"
-            "    print('no violation: rejected with', type(exc).__name__, exc)\nelse:\n"
-            f"    raise SystemExit(f'VIOLATION of {clause}: routed {{routing.as_tuple()}} instead of raising')")
 
 
 # -- checks -----------------------------------------------------------------------------------
@@ -250,16 +243,8 @@ def check_causal(engine: Engine, ex: Example) -> None:
     a, b = _outcome(engine, plain), _outcome(engine, marked)
     show = [x.as_tuple() if isinstance(x, Routing) else _describe(x) for x in (a, b)]
     if show[0] != show[1]:
-        raise Violation(
-            f"the capability changed a causal routing: without it {show[0]}, with it {show[1]}",
-            "import dataclasses\n"
-            "plain = ROUTE(dataclasses.replace(request, capability=False, backend_non_causal=False))\n"
-            "marked = ROUTE(dataclasses.replace(request, capability=True, backend_non_causal=True))\n"
-            "if plain != marked:\n"
-            "    raise SystemExit(f'VIOLATION of DISPATCH-CAUSAL-1: causal routing {plain.as_tuple()} without '\n"
-            "                     f'the capability, {marked.as_tuple()} with it')\n"
-            "print('no violation:', plain.as_tuple())",
-            _sig("capability-changes-causal", request))
+        raise Violation(f"the capability changed a causal routing: without it {show[0]}, with it {show[1]}",
+                        CapabilityNeutral(), _sig("capability-changes-causal", request))
 
 
 def check_noncausal(engine: Engine, ex: Example) -> None:
@@ -269,7 +254,7 @@ def check_noncausal(engine: Engine, ex: Example) -> None:
     if isinstance(got, Routing):
         missing = "the group's capability" if not request.capability else "the backend's support"
         raise Violation(f"a non-causal invocation without {missing} was routed: {got.as_tuple()}",
-                        _rejection_check("DISPATCH-NONCAUSAL-1"), _sig("routed", request))
+                        Accepted(RouteOf(), f"a non-causal invocation without {missing}"), _sig("routed", request))
 
 
 def _names_lengths(message: str, lens: tuple[int, ...]) -> bool:
@@ -284,30 +269,27 @@ def check_uniform(engine: Engine, ex: Example) -> None:
     lens = list(request.query_lens)
     if isinstance(got, Routing):
         raise Violation(f"a non-causal invocation with query lengths {lens} was routed: {got.as_tuple()}",
-                        _rejection_check("DISPATCH-UNIFORM-1"), _sig("routed", request))
+                        Accepted(RouteOf(), f"a non-causal invocation with query lengths {lens}"),
+                        _sig("routed", request))
     if not _names_lengths(str(got), request.query_lens):
-        raise Violation(
-            f"the error does not name the query lengths {lens}: {_describe(got)}",
-            "try:\n    ROUTE(request)\nexcept Exception as exc:\n"
-            f"    if {str(lens)!r} not in str(exc):\n"
-            f"        raise SystemExit(f'VIOLATION of DISPATCH-UNIFORM-1: message does not name {lens}: {{exc}}')\n"
-            "    print('no violation:', exc)", _sig("message-omits-lengths", request))
+        raise Violation(f"the error does not name the query lengths {lens}: {_describe(got)}",
+                        Message(RouteOf(), ((str(lens), (str(lens),)),)), _sig("message-omits-lengths", request))
 
 
 def check_block(engine: Engine, ex: Example) -> None:
     """DISPATCH-BLOCK-1: a valid non-causal invocation is one decode block, padding included."""
     request = _req(ex)
-    got = _routed(engine, request, "DISPATCH-BLOCK-1")
+    got = _routed(engine, request)
     want = Routing(request.num_reqs, 0, request.num_tokens, 0)
     if got != want:
         raise Violation(f"non-causal block routed as {got.as_tuple()}, contract: {want.as_tuple()}",
-                        _expect("DISPATCH-BLOCK-1", want, "non-causal block"), _sig("not-one-block", request))
+                        Routed(want, "non-causal block"), _sig("not-one-block", request))
 
 
 def check_partition(engine: Engine, ex: Example) -> None:
     """DISPATCH-PARTITION-1: requests and tokens are split, decode requests are a prefix."""
     request = _req(ex)
-    got = _routed(engine, request, "DISPATCH-PARTITION-1")
+    got = _routed(engine, request)
     lens = request.query_lens
     problems = []
     if not (0 <= got.num_decodes <= len(lens)) or got.num_decodes + got.num_prefills != len(lens):
@@ -318,19 +300,14 @@ def check_partition(engine: Engine, ex: Example) -> None:
         problems.append(f"{got.num_decode_tokens} decode tokens are not the rows of the first "
                         f"{got.num_decodes} requests ({sum(lens[: got.num_decodes])})")
     if problems:
-        raise Violation(
-            "routing is not a partition: " + "; ".join(problems),
-            "routing = ROUTE(request)\nlens = request.query_lens\nd = routing.num_decodes\n"
-            "if d + routing.num_prefills != len(lens) or routing.num_decode_tokens + routing.num_prefill_tokens "
-            "!= sum(lens) or routing.num_decode_tokens != sum(lens[:d]):\n"
-            "    raise SystemExit(f'VIOLATION of DISPATCH-PARTITION-1: {routing.as_tuple()} for query lengths "
-            "{list(lens)}')\nprint('no violation:', routing.as_tuple())", _sig("not-a-partition", request))
+        raise Violation("routing is not a partition: " + "; ".join(problems), RoutingPartition(),
+                        _sig("not-a-partition", request))
 
 
 def check_rows(engine: Engine, ex: Example) -> None:
     """DISPATCH-ROWS-1: the decode path of a causal invocation gets only requests it accepts."""
     request = _req(ex)
-    got = _routed(engine, request, "DISPATCH-ROWS-1")
+    got = _routed(engine, request)
     limit = reference.decode_threshold_of(request)
     decoded = request.query_lens[: max(0, got.num_decodes)]
     problems = [f"request {r} has {n} rows > {limit}" for r, n in enumerate(decoded) if n > limit]
@@ -341,55 +318,18 @@ def check_rows(engine: Engine, ex: Example) -> None:
         raise Violation(
             f"causal decode requests the {request.query_len_support.name} decode path cannot serve "
             f"(threshold {limit}): " + "; ".join(problems),
-            "routing = ROUTE(request)\n"
-            f"bad = [n for n in request.query_lens[:routing.num_decodes] if n > {limit}]\n"
-            "if bad or len({n for n in request.query_lens[:routing.num_decodes] if n}) > "
-            f"{1 if request.query_len_support is not QueryLenSupport.VARLEN else len(request.query_lens)}:\n"
-            "    raise SystemExit(f'VIOLATION of DISPATCH-ROWS-1: decode requests of lengths '\n"
-            f"                     f'{{list(request.query_lens[:routing.num_decodes])}} (threshold {limit})')\n"
-            "print('no violation:', routing.as_tuple())", _sig("decode-path-overrun", request))
+            DecodeRows(limit, 1 if request.query_len_support is not QueryLenSupport.VARLEN else len(request.query_lens)),
+            _sig("decode-path-overrun", request))
 
 
 def check_split(engine: Engine, ex: Example) -> None:
     """DISPATCH-SPLIT-1: the causal split equals the reference's."""
     request = _req(ex)
-    got = _routed(engine, request, "DISPATCH-SPLIT-1")
+    got = _routed(engine, request)
     want = reference.route(request)
     if got != want:
         raise Violation(f"causal routing {got.as_tuple()}, contract: {want.as_tuple()}",
-                        _expect("DISPATCH-SPLIT-1", want, "causal routing"), _sig("split-differs", request))
-
-
-# -- snippets ---------------------------------------------------------------------------------
-
-def router_source(engine: Engine) -> list[str]:
-    """Lines defining ``ROUTE`` for ``engine`` in a repro snippet."""
-    if isinstance(engine, RoutingEngine):
-        return engine.router_source()
-    return ["raise SystemExit('this engine offers no router')"]
-
-
-def render_request(request: RoutingRequest) -> str:
-    """Source constructing ``request``."""
-    return (f"RoutingRequest(query_lens={request.query_lens!r}, seq_lens={request.seq_lens!r}, "
-            f"causal={request.causal!r}, capability={request.capability!r}, "
-            f"backend_non_causal={request.backend_non_causal!r}, decode_threshold={request.decode_threshold!r}, "
-            f"query_len_support=QueryLenSupport.{request.query_len_support.name})")
-
-
-def render_dispatch_snippet(engine: Engine, law_: Law, ex: Example, violation: Violation, optimized: bool) -> str:
-    """A self-contained Python program that reproduces a dispatch ``violation``."""
-    interpreter = "python -O" if optimized else "python"
-    lines = [
-        f"# kvcontract repro: {law_.clause} ({law_.title}) on {engine.name} {engine.version}",
-        f"# run with: {interpreter} repro.py",
-        f"# finding [{violation.signature}]: {violation.message}",
-        "from kvcontract.reference import QueryLenSupport, RoutingRequest",
-        *router_source(engine),
-        f"request = {render_request(_req(ex))}",
-        violation.check,
-    ]
-    return "\n".join(lines) + "\n"
+                        Routed(want, "causal routing"), _sig("split-differs", request))
 
 
 # -- the laws ------------------------------------------------------------------------------
@@ -404,7 +344,7 @@ DISPATCH_OPS = frozenset({"route", "router"})
 
 def _dispatch_law(clause: str, shape: Shape, check: Any) -> Law:
     return Law(clause, shape, check, needs_router, operations=DISPATCH_OPS, searched=frozenset({"route"}),
-               example_type=DispatchExample, render=render_dispatch_snippet)
+               example_type=DispatchExample)
 
 
 DISPATCH_LAWS: tuple[Law, ...] = (

@@ -1,0 +1,132 @@
+"""What the chapters' oracles share: calling the engine, reading its answers, and
+naming what went wrong.
+
+The engine's exceptions are findings; the adapter's are the kit's own
+(:class:`~kvcontract.conformance.contract.model.KitFailure`, reported as ``error``
+records). A result that no valid spec can be (SPEC-VALID-1) is the engine's
+finding, raised as :class:`~kvcontract.conformance.contract.model.Violation`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from kvcontract import reference
+from kvcontract.conformance.contract.expectations import Invalid, Raised
+from kvcontract.conformance.contract.model import (
+    Example,
+    KitFailure,
+    Violation,
+    domain_of,
+    signature,
+)
+from kvcontract.conformance.contract.repro import Call, MergeOf
+from kvcontract.conformance.engines.protocol import Engine
+from kvcontract.reference import InvalidSpec, KVCacheSpec, Role, is_advisory, role_of
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+_KIND_NAMES = re.compile(r"\b(" + "|".join(sorted({k.__name__ for k in reference.SPEC_KINDS}, key=len,
+                                                   reverse=True)) + r")\b")
+_ATTRIBUTE = re.compile(r"has no attribute '(\w+)'")
+
+
+def raised_signature(exc: BaseException, kinds: Sequence[str] | None, prefix: str = "raised") -> str:
+    """The signature of an engine exception: its type, and — when its message names
+    them — the kind and the attribute it tripped on (``'X' object has no attribute
+    'f'``); else the example's ``kinds``, or with ``kinds=None`` the message's
+    words (numbers dropped). The message decides, not the drawn values, so one
+    defect is one finding however it was reached."""
+    text = str(exc)
+    named = sorted(set(_KIND_NAMES.findall(text)))
+    attribute = _ATTRIBUTE.findall(text)
+    outcome = f"{prefix}-{type(exc).__name__}"
+    if named and attribute:
+        return signature(outcome, named, attribute)
+    if kinds is None:
+        words = " ".join(re.sub(r"[^A-Za-z_ ]+", " ", text.splitlines()[0] if text else "").split()[:12])
+        return f"{outcome}:{words}" if words else outcome
+    return signature(outcome, kinds)
+
+
+def to_engine(engine: Engine, spec: KVCacheSpec) -> Any:
+    try:
+        return engine.to_engine(spec)
+    except Exception as exc:
+        raise KitFailure(f"{engine.name} adapter could not convert {type(spec).__name__}: "
+                         f"{describe(exc)}") from exc
+
+
+def engine_objects(engine: Engine, specs: Sequence[KVCacheSpec]) -> list[Any]:
+    return [to_engine(engine, s) for s in specs]
+
+
+def invalid_signature(exc: InvalidSpec, ex: Example) -> str:
+    """What is invalid about the engine's result: its kind and the fields at fault (the
+    example's kinds only where the rule names no kind), never the rest of the example."""
+    return signature("invalid-result", [exc.kind] if exc.kind else ex.kinds(), exc.fields)
+
+
+def from_engine(engine: Engine, obj: Any, ex: Example, call: Call | None = None) -> KVCacheSpec:
+    """The engine's result of ``call`` (a merge) as a reference spec. A result that no
+    valid spec can be (SPEC-VALID-1) is the engine's finding; any other failure is the kit's."""
+    call = call or MergeOf()
+    try:
+        return engine.from_engine(obj)
+    except InvalidSpec as exc:
+        raise Violation(f"{call.label} returned an invalid spec: {exc}", Invalid(call, str(exc)),
+                        invalid_signature(exc, ex)) from exc
+    except Exception as exc:
+        raise KitFailure(f"{engine.name} adapter could not read back {type(obj).__name__}: "
+                         f"{describe(exc)}") from exc
+
+
+def merge(engine: Engine, specs: Sequence[KVCacheSpec], ex: Example, call: MergeOf | None = None) -> KVCacheSpec:
+    """The engine's merge of ``specs`` (compatible: they must merge), read back; ``call``
+    is that merge in the snippet's terms (default: the example's specs as drawn)."""
+    objs = engine_objects(engine, specs)
+    call = call or MergeOf()
+    try:
+        merged = engine.merge(objs)
+    except KitFailure:  # the adapter's own failure: the kit's error, not a finding
+        raise
+    except Exception as exc:
+        raise Violation(f"merge of compatible specs raised {describe(exc)}", Raised(call),
+                        signature(f"raised-{type(exc).__name__}", ex.kinds())) from exc
+    return from_engine(engine, merged, ex, call)
+
+
+def fields_differ(got: KVCacheSpec, want: KVCacheSpec, roles: set[Role] | None = None,
+                  advisory: bool = False) -> list[str]:
+    """Fields (of ``roles``) in which ``got`` differs from ``want``: ``["kind"]`` for
+    another kind. Advisory annotations count only with ``advisory`` (then only they
+    do): they are MERGE-ANNOTATION-2's alone (ROLE-ANNOTATION-1)."""
+    if type(got) is not type(want):
+        return ["kind"]
+    return [f.name for f in dataclasses.fields(want)
+            if (roles is None or role_of(f) in roles) and is_advisory(f) == advisory
+            and getattr(got, f.name) != getattr(want, f.name)]
+
+
+def fields_of(ex: Example) -> list[str]:
+    """The example's odd field, as a signature's field list."""
+    return [ex.field] if ex.field else []
+
+
+# -- requirements ----------------------------------------------------------------------
+
+
+def has_role(engine: Engine, role: Role) -> bool:
+    domain = domain_of(engine)
+    return any(role_of(f) is role and f.name not in domain.pinned_fields(kind)
+               for kind in domain.kinds for f in dataclasses.fields(kind))
+
+
+def needs_capability(engine: Engine) -> str | None:
+    return None if has_role(engine, Role.CAPABILITY) else "the engine has no capability field"

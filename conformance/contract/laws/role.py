@@ -1,0 +1,140 @@
+"""The law of chapter ROLE that an engine can be checked against: ROLE-COVER-1, the
+drift guard. Every spec class and field the engine defines must be classified by the
+contract (:mod:`kvcontract.conformance.contract.surface`); an unclassified class must
+still keep every field through ``merge([o])`` and ``merge([o, o])``."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import strategies as st
+
+from kvcontract import reference
+from kvcontract.conformance.contract import shapes, surface
+from kvcontract.conformance.contract import systematic as sysm
+from kvcontract.conformance.contract.expectations import RoleFree, Unclassified
+from kvcontract.conformance.contract.laws.common import describe
+from kvcontract.conformance.contract.model import (
+    Example,
+    Law,
+    Violation,
+    domain_of,
+    per_field,
+    signature,
+)
+from kvcontract.conformance.engines.protocol import Engine, ValueIntrospectable
+from kvcontract.reference import is_advisory
+
+
+def _cover_examples(engine: Engine) -> Iterator[Example]:
+    """One example per unclassified kind or field (``field`` is its name), and per
+    unclassified class one role-free example (``cut=1``); first a sentinel that
+    passes when nothing is unclassified, so the clause always runs."""
+    yield Example()
+    items = surface.unclassified(engine)
+    for item in items:
+        yield Example(field=item.name)
+    for cls in surface.unclassified_classes(engine):
+        yield Example(field=cls.__name__, cut=1)
+
+
+def check_cover(engine: Engine, ex: Example) -> None:
+    """ROLE-COVER-1: every spec class and field the engine defines has a role; an
+    unclassified class still keeps every field through merge([o]) and merge([o, o])."""
+    if ex.field is None:
+        return
+    if ex.cut == 1:
+        _role_free(engine, ex.field)
+        return
+    for item in surface.unclassified(engine):
+        if item.name == ex.field:
+            raise Violation(item.message, Unclassified(item.name),
+                            signature("unclassified", [item.kind], [item.field] if item.field else []))
+
+
+def _role_free_objects(engine: Engine, cls: type, fields: set[str]) -> Any:
+    """Engine objects of ``cls``: for a classified kind, its systematic base spec with
+    the unclassified ``fields`` drawn from their own types (the classified fields stay
+    valid); for an unclassified kind, objects built from every field's own type."""
+    kind = reference.KINDS_BY_NAME.get(cls.__name__)
+    base = sysm.base_spec(kind, domain_of(engine)) if kind is not None else None
+    if base is None or not fields:
+        return surface.engine_objects_for(engine, cls).filter(_valid_by_contract)
+    opaque = engine.engine_value_domains() if isinstance(engine, ValueIntrospectable) else {}
+    drawn = {f.name: surface.field_strategy(cls, f, opaque) for f in dataclasses.fields(cls) if f.name in fields}
+    base_obj = engine.to_engine(base)
+    if type(base_obj) is not cls:
+        base_obj = cls(**{f.name: getattr(base_obj, f.name) for f in dataclasses.fields(type(base_obj))
+                          if f.init and hasattr(base_obj, f.name)})
+
+    def build(values: dict[str, Any]) -> Any:
+        try:
+            return dataclasses.replace(base_obj, **values)
+        except Exception:  # noqa: BLE001 - the engine's class refuses these values: not an input
+            return None
+
+    return st.fixed_dictionaries(drawn).map(build).filter(lambda obj: obj is not None)
+
+
+_EXCLUSIVE = {names for k in reference.SPEC_KINDS for names in k.mutually_exclusive}
+
+
+def _valid_by_contract(obj: Any) -> bool:
+    """An engine object no spec of the contract can be (fields that exclude each other both
+    set, SPEC-VALID-1) is not an input: role-free laws do not draw it."""
+    return all(sum(getattr(obj, n, None) is not None for n in names) <= 1 for names in _EXCLUSIVE)
+
+
+def _role_free(engine: Engine, class_name: str) -> None:
+    """Merge of one engine object, and of two identical ones, keeps every field."""
+    cls = next((c for c in surface.unclassified_classes(engine) if c.__name__ == class_name), None)
+    if cls is None:
+        return
+    items = [u for u in surface.unclassified(engine) if u.kind == class_name]
+    try:
+        objects = _role_free_objects(engine, cls, {u.field for u in items if u.field})
+    except surface.CannotGenerate:
+        return  # reported by the unclassified finding itself
+    watched = {u.field for u in items if u.field}
+    if any(u.field is None for u in items):  # the whole kind: every field but advisory ones
+        advisory = {f.name for k in reference.SPEC_KINDS for f in dataclasses.fields(k) if is_advisory(f)}
+        watched = {f.name for f in dataclasses.fields(cls)} - advisory
+    check = RoleFree(class_name, f"{check_cover.__module__}:{check_cover.__name__}")
+    found: list[Violation] = []
+
+    @settings(max_examples=20, derandomize=True, database=None, deadline=None, verbosity=Verbosity.quiet,
+              suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
+    @given(objects)
+    def probe(obj: Any) -> None:
+        if found:
+            return
+        for members in ([obj], [obj, copy.deepcopy(obj)]):
+            try:
+                merged = engine.merge(members)
+            except Exception as exc:  # noqa: BLE001 - the engine's own merge of its own objects
+                found.append(Violation(
+                    f"{class_name}.merge of {len(members)} identical object(s) raised {describe(exc)}",
+                    check, signature(f"role-free-raised-{type(exc).__name__}", [class_name])))
+                return
+            diffs = [d for d in surface.field_differences(merged, obj) if d[0] in watched or d[0] == "kind"]
+            if diffs:
+                detail = ", ".join(f"{n}: {a!r} -> {b!r}" for n, b, a in diffs)
+                found.append(Violation(
+                    f"merge of {len(members)} identical {class_name} object(s) changed {detail}",
+                    check, per_field("role-free-changed", [class_name], [n for n, _, _ in diffs])))
+                return
+
+    probe()
+    if found:
+        raise found[0]
+
+
+ROLE_LAWS: tuple[Law, ...] = (
+    Law("ROLE-COVER-1", shapes.NOTHING, check_cover, operations=frozenset({"introspect", "to_engine", "merge"}),
+        not_searched="its input is the engine's classes, not a value", engine_examples=_cover_examples),
+)
+"""The laws of chapter ROLE: the drift guard (the role table itself is the contract's)."""
