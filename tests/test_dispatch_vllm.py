@@ -17,7 +17,7 @@ import pytest
 from kvcontract.conformance.contract.laws.dispatch import DISPATCH_LAWS
 from kvcontract.conformance.engines.dispatch import router_for
 from kvcontract.conformance.engines.protocol import EngineUnavailable, load_engine
-from kvcontract.conformance.run.session import run_law
+from kvcontract.conformance.run.execution import run_law
 from kvcontract.reference import QueryLenSupport, RoutingRequest, route
 
 
@@ -104,7 +104,7 @@ def test_vllm_dispatch_laws_hold_under_python_O(vllm_engine):
     """The refusals are explicit raises in vLLM's builder, so they survive ``python -O``."""
     code = ("from kvcontract.conformance.engines.protocol import load_engine\n"
             "from kvcontract.conformance.contract.laws.dispatch import DISPATCH_LAWS\n"
-            "from kvcontract.conformance.run.session import run_law\n"
+            "from kvcontract.conformance.run.execution import run_law\n"
             "engine = load_engine('vllm')\n"
             "bad = [(l.clause, r.message) for l in DISPATCH_LAWS\n"
             "       for r in run_law(engine, l, 'quick', 0, None)[0] if r.status != 'pass']\n"

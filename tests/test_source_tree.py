@@ -24,7 +24,7 @@ from kvcontract.conformance.engines.protocol import (
     load_engine,
     split_source,
 )
-from kvcontract.conformance.engines.vllm.engine import git_state, use_source_tree
+from kvcontract.conformance.engines.vllm.source import git_state, use_source_tree
 
 REPO = Path(__file__).resolve().parent.parent
 NOT_NEEDED = ("*.so", "__pycache__", "*.h", "*.hpp", "*.cuh", "*.cu", "*.inl", "*.cpp", "*.js", "vllm-rs")

@@ -6,24 +6,24 @@ planning module; the ``vllm`` tests run it on the installed release.
 
 from __future__ import annotations
 
+import sys
 import types
 from typing import Any
 
 import pytest
 
 from kvcontract.conformance.contract.model import KitFailure
-from kvcontract.conformance.engines.vllm.engine import (
-    NEUTRAL_CONFIG,
-    ConfigGap,
-    GroupingUnavailable,
-    StrictConfig,
-    VllmEngine,
-)
+from kvcontract.conformance.engines.protocol import EngineUnavailable, GroupingAvailability
+from kvcontract.conformance.engines.vllm.config import ConfigGap, StrictConfig
+from kvcontract.conformance.engines.vllm.engine import VllmEngine
+from kvcontract.conformance.engines.vllm.grouping import GroupingUnavailable
+
+NEUTRAL_CONFIG = VllmEngine.NEUTRAL_CONFIG
 
 
-def bare_engine(planning: Any) -> VllmEngine:
-    """A VllmEngine without a vLLM: only what grouping discovery uses."""
-    engine = object.__new__(VllmEngine)
+def bare_engine(planning: Any, cls: type[VllmEngine] = VllmEngine) -> VllmEngine:
+    """A VllmEngine (or subclass) without a vLLM: only what grouping discovery uses."""
+    engine = object.__new__(cls)
     engine.version = "9.9.9"
     engine.planning = planning
     engine.planning_module = getattr(planning, "__name__", None)
@@ -101,10 +101,33 @@ def test_no_grouping_function_is_unavailable_with_the_reason() -> None:
         engine.group_layers({})
 
 
+class ForkEngine(VllmEngine):
+    """A fork's adapter: vLLM's, with grouping kept elsewhere."""
+
+    PLANNING_MODULES = ("fork_of_vllm.no_such_planning", "fork_of_vllm.planning")
+
+
+def test_a_subclass_s_module_paths_are_the_ones_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = planning([])
+    monkeypatch.setitem(sys.modules, "fork_of_vllm.planning", fake)
+    engine = bare_engine(None, ForkEngine)
+    assert engine._find_planning() is fake  # the first that imports and has is_kv_cache_spec_uniform
+
+
+def test_a_subclass_whose_planning_module_is_missing_reports_it() -> None:
+    engine = bare_engine(None, ForkEngine)
+    assert engine._find_planning() is None
+    assert isinstance(engine, GroupingAvailability)
+    reason = engine.grouping_unavailable() or ""
+    assert "fork_of_vllm.no_such_planning" in reason and "kv_cache_planning" not in reason
+    with pytest.raises(GroupingUnavailable, match="fork_of_vllm.no_such_planning"):
+        engine.group_layers({})
+    with pytest.raises(EngineUnavailable, match="fork_of_vllm.no_such_planning"):
+        engine.is_uniform({})
+
+
 @pytest.fixture(scope="module")
 def vllm_engine() -> VllmEngine:
-    from kvcontract.conformance.engines.protocol import EngineUnavailable
-
     try:
         return VllmEngine()
     except EngineUnavailable as exc:
@@ -136,3 +159,25 @@ def test_installed_release_routes_or_says_why(vllm_engine: VllmEngine) -> None:
                                  query_len_support=QueryLenSupport.UNIFORM, backend_non_causal=False,
                                  capability=False, decode_threshold=1)
         assert router(request) == route(request)
+
+
+@pytest.mark.vllm
+def test_a_subclass_is_honoured_when_it_loads(vllm_engine: VllmEngine) -> None:
+    try:
+        fork = ForkEngine()
+    except EngineUnavailable as exc:
+        pytest.skip(f"vLLM is not installed here ({exc})")
+    assert fork.planning is None and vllm_engine.planning is not None
+    assert "fork_of_vllm.no_such_planning" in (fork.grouping_unavailable() or "")
+    assert vllm_engine.grouping_unavailable() is None
+
+
+@pytest.mark.vllm
+def test_the_installed_release_declares_its_distribution(vllm_engine: VllmEngine) -> None:
+    from kvcontract.conformance.engines.protocol import DistributionIdentity, SourceInfo
+    from kvcontract.conformance.reports.expectations import bundled_xfails, default_xfails
+
+    assert isinstance(vllm_engine, DistributionIdentity) and isinstance(vllm_engine, SourceInfo)
+    assert vllm_engine.distribution == "vllm"
+    assert vllm_engine.source_info() is None
+    assert bundled_xfails(vllm_engine) == default_xfails("vllm", vllm_engine.version)

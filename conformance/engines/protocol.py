@@ -7,14 +7,29 @@ third-party adapter is named on the command line as
 :class:`Engine`; an installed package can also register adapters under a
 name through the entry-point group ``kvcontract.engines``.
 
-Two protocols:
+:class:`Engine` (required): specs in and out, merge, uniformity, grouping,
+page size, and the snippets that reproduce a finding with the engine's own
+classes. Optional capabilities, each a protocol of its own that the kit checks
+with ``isinstance`` (an adapter declares one by implementing it):
 
-- :class:`Engine` (required): specs in and out, merge, uniformity, grouping,
-  page size, and the snippets that reproduce a finding with the engine's own
-  classes;
-- :class:`RoutingEngine` (optional): an adapter whose ``router()`` returns a
-  :data:`Router` is checked against chapter DISPATCH; ``router()`` returning
-  None (or no such method) skips those clauses with the reason.
+- :class:`RoutingEngine`: an adapter whose ``router()`` returns a :data:`Router`
+  is checked against chapter DISPATCH; ``router()`` returning None (or no such
+  method) skips those clauses with the reason;
+- :class:`GroupingAvailability`: ``grouping_unavailable()`` says why the engine's
+  grouping cannot be driven here (the GROUP clauses skip with it);
+- :class:`ValueDomains`: ``value_domains()``, the reference values the engine
+  accepts per value type (what generated specs draw from); with
+  :class:`ValueIntrospectable` also the engine's own values (ROLE-COVER-1);
+- :class:`Introspectable`: ``spec_classes()``, the engine's spec classes found by
+  introspection (the drift guard ROLE-COVER-1, ``kvcontract coverage``);
+- :class:`SourceInfo`: ``source_info()``, where a checked source tree comes from
+  (the report's ``engine_source``);
+- :class:`DistributionIdentity`: ``distribution``, the installed distribution the
+  engine was loaded from; bundled expectations are keyed on it and the version,
+  never on the display ``name`` (an engine without it gets none).
+
+The name an engine was loaded by (``NAME``, ``NAME@DIR``, ``package.module:factory``,
+``mutant:<key>``) is recorded at loading: :func:`engine_ref` answers it.
 """
 
 from __future__ import annotations
@@ -23,6 +38,7 @@ import dataclasses
 import importlib
 import importlib.metadata
 import inspect
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -119,6 +135,73 @@ class RoutingEngine(Protocol):
     def router_source(self) -> list[str]: ...
 
 
+@runtime_checkable
+class GroupingAvailability(Protocol):
+    """An adapter that knows whether its engine's grouping can be driven here (optional).
+
+    ``grouping_unavailable()`` returns the reason it cannot, or None; the GROUP
+    clauses skip with that reason. Without it, grouping is taken as drivable.
+    """
+
+    def grouping_unavailable(self) -> str | None: ...
+
+
+@runtime_checkable
+class ValueDomains(Protocol):
+    """An adapter that lists the reference values its engine accepts (optional);
+    without it, generated specs draw every reference value."""
+
+    def value_domains(self) -> Mapping[str, Sequence[Any]]:
+        """Reference values per value type (a key of ``strategies.ENUM_TYPES``)."""
+        ...
+
+
+@runtime_checkable
+class ValueIntrospectable(ValueDomains, Protocol):
+    """An adapter that can list the values its engine accepts for enumerated types."""
+
+    def engine_value_domains(self) -> Mapping[type, Sequence[Any]]:
+        """The engine's own values per engine type (e.g. ``torch.dtype``)."""
+        ...
+
+    def unmapped_values(self) -> Sequence[tuple[str, str]]:
+        """``(engine type name, value name)`` the engine accepts and the reference lacks."""
+        ...
+
+
+@runtime_checkable
+class Introspectable(Protocol):
+    """An adapter that can list its engine's spec classes (ROLE-COVER-1)."""
+
+    def spec_classes(self) -> Sequence[type]:
+        """Every spec class the engine defines: its base spec class and every
+        dataclass subclass of it, transitively, found by introspection."""
+        ...
+
+
+@runtime_checkable
+class SourceInfo(Protocol):
+    """An adapter that can say where the checked engine's code comes from (optional)."""
+
+    def source_info(self) -> dict[str, str] | None:
+        """For a source tree, its ``path``, ``describe`` and ``dirty`` (the report's
+        ``engine_source``); None when the engine is not loaded from one."""
+        ...
+
+
+@runtime_checkable
+class DistributionIdentity(Protocol):
+    """An adapter that declares which installed distribution its engine comes from (optional).
+
+    Bundled expectation files (``conformance/xfails/<distribution>-<version>.toml``)
+    are found by ``(distribution, version)``: an engine that merely calls itself
+    ``vllm`` gets none of vLLM's. None: no known distribution (no bundled file).
+    """
+
+    @property
+    def distribution(self) -> str | None: ...
+
+
 BUILTIN_ENGINES: dict[str, str] = {
     "reference": "kvcontract.conformance.engines.reference:ReferenceEngine",
     "vllm": "kvcontract.conformance.engines.vllm.engine:VllmEngine",
@@ -170,6 +253,29 @@ def split_source(name: str) -> tuple[str, str | None]:
     return (engine, path) if sep and path else (name, None)
 
 
+_LOADED_BY: dict[int, tuple[Callable[[], Any], str]] = {}
+"""``id(engine)`` -> (a reference to the engine, the name it was loaded by)."""
+
+
+def remember_ref(engine: Any, name: str) -> None:
+    """Record ``name`` as the name that loads ``engine`` (:func:`engine_ref`). The
+    loaders call it: :func:`load_engine` and the command lines' ``resolve_engine``."""
+    key = id(engine)
+    try:
+        ref: Callable[[], Any] = weakref.ref(engine, lambda _ref: _LOADED_BY.pop(key, None))
+    except TypeError:  # not weakly referable: kept for the process's life
+        def ref() -> Any:
+            return engine
+    _LOADED_BY[key] = (ref, name)
+
+
+def engine_ref(engine: Engine) -> str:
+    """The name that loads ``engine`` again (``resolve_engine``): the one it was loaded
+    by (:func:`remember_ref`), else its ``name``."""
+    held = _LOADED_BY.get(id(engine))
+    return held[1] if held is not None and held[0]() is engine else engine.name
+
+
 def load_engine(name: str) -> Engine:
     """The engine called ``name``: a builtin, an installed entry point, or
     ``package.module:factory``; ``NAME@DIR`` loads it from the source tree
@@ -179,6 +285,7 @@ def load_engine(name: str) -> Engine:
     Raises :class:`UnknownEngine` for a name that is none of these, and
     :class:`EngineUnavailable` when the engine cannot be loaded here.
     """
+    loaded_by = name
     name, source = split_source(name)
     target = BUILTIN_ENGINES.get(name) or installed_engines().get(name) or name
     if ":" not in target:
@@ -198,4 +305,5 @@ def load_engine(name: str) -> Engine:
         engine = factory(source_path=source)  # type: ignore[call-arg]
     if not isinstance(engine, Engine):
         raise UnknownEngine(f"engine {name!r}: {target} did not return an Engine")
+    remember_ref(engine, loaded_by)
     return engine

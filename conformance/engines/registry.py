@@ -8,17 +8,21 @@ runner's judging code never see the mutant catalogue.
 from __future__ import annotations
 
 from kvcontract.conformance.engines.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
-from kvcontract.conformance.engines.protocol import Engine, engine_names, load_engine
+from kvcontract.conformance.engines.protocol import Engine, engine_names, load_engine, remember_ref
 
 
 def resolve_engine(name: str) -> Engine:
-    """The engine called ``name``; ``mutant:<key>`` names a catalogue mutant.
+    """The engine called ``name``; ``mutant:<key>`` names a catalogue mutant. The name is
+    recorded as the one that loads the engine again
+    (:func:`~kvcontract.conformance.engines.protocol.engine_ref`).
 
     Raises :class:`~kvcontract.conformance.engines.protocol.UnknownEngine` or
     :class:`~kvcontract.conformance.engines.protocol.EngineUnavailable`.
     """
     if name.startswith("mutant:"):
-        return load_mutant(name.removeprefix("mutant:"))
+        mutant = load_mutant(name.removeprefix("mutant:"))
+        remember_ref(mutant, name)
+        return mutant
     return load_engine(name)
 
 

@@ -1,0 +1,161 @@
+"""Reference specs to a vLLM release's objects and back, value by value (torch dtypes,
+the release's enums, or plain strings where a release holds one), and which fields of
+a kind the release cannot be given or read back."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from kvcontract.conformance.engines.vllm.discovery import REF_ENUMS, VllmDiscovery, ref_value_type
+from kvcontract.reference import KINDS_BY_NAME, KVCacheSpec, KVDtype, SparseCacheRole
+
+
+class UnmappableResult(TypeError):
+    """vLLM returned an object with no reference counterpart."""
+
+
+class VllmConversion(VllmDiscovery):
+    """Converting specs (the second layer of :class:`~kvcontract.conformance.engines.vllm.engine.VllmEngine`)."""
+
+    _unsupported: dict[type, dict[str, str]]
+    _not_read_back: dict[type, frozenset[str]]
+    """Per kind, the fields the release derives without effect (see _derived_without_effect)."""
+
+    def unsupported_fields(self, kind: type[KVCacheSpec]) -> Mapping[str, str]:
+        """Fields of ``kind`` the release lacks, or holds with a type the reference
+        value cannot be given as (read from the release's annotations)."""
+        if kind not in self._unsupported:
+            self._unsupported[kind] = self._find_unsupported_fields(kind)
+        return self._unsupported[kind]
+
+    def _find_unsupported_fields(self, kind: type[KVCacheSpec]) -> dict[str, str]:
+        cls = self.engine_class(kind)
+        if cls is None:
+            return {}
+        have = {f.name for f in dataclasses.fields(cls)}
+        missing = {f.name: f"vllm {self.version}'s {kind.__name__} has no field {f.name}"
+                   for f in dataclasses.fields(kind) if f.name not in have}
+        hints = self.field_types(cls)
+        enums = self.engine_enums()
+        for f in dataclasses.fields(kind):
+            ref_type = ref_value_type(kind, f.name)  # type: ignore[arg-type]  # classes hash
+            if f.name in missing or ref_type is None:
+                continue
+            hint = hints.get(f.name)
+            if hint is str or ref_type.__name__ in enums and enums[ref_type.__name__] in (hint, *typing.get_args(hint)):
+                continue
+            missing[f.name] = (f"vllm {self.version}'s {kind.__name__}.{f.name} is "
+                               f"{getattr(hint, '__name__', hint)!s}, not a {ref_type.__name__} the adapter can "
+                               "give (no such enum in this release)")
+        derived = self._derived_without_effect(kind, cls, set(missing))
+        self._not_read_back[kind] = frozenset(derived)
+        missing.update(derived)
+        return missing
+
+    def _derived_without_effect(self, kind: type[KVCacheSpec], cls: type, skip: set[str]) -> dict[str, str]:
+        """Fields the release derives to another default than the contract's and leaves out of
+        its page (vLLM 0.25's MLA kinds derive ``head_size_v`` from ``head_size`` and size the
+        page from ``head_size`` alone): the release gives them no meaning the contract judges,
+        so they are neither compared nor read back."""
+        from kvcontract.conformance.contract import (
+            systematic,  # deferred: systematic imports the strategies
+        )
+        from kvcontract.conformance.contract.strategies import FULL_DOMAIN
+
+        out: dict[str, str] = {}
+        try:  # the contract's whole domain: the engine's own domain is built from this very answer
+            base = systematic.base_spec(kind, FULL_DOMAIN)
+            given = self.to_engine(base) if base is not None else None
+        except Exception:  # noqa: BLE001 - a kind the adapter cannot build has nothing to compare
+            return out
+        if base is None or given is None:
+            return out
+        init = {f.name for f in dataclasses.fields(cls) if f.init}
+        for f in dataclasses.fields(kind):
+            if f.name in skip or f.name not in init:
+                continue
+            found = self._derived_if_without_effect(cls, given, base, f, init)
+            if found:
+                out[f.name] = (f"vllm {self.version}'s {kind.__name__} derives {f.name}="
+                               f"{found[0]!r} when not given and leaves it out of its page")
+        return out
+
+    def _derived_if_without_effect(self, cls: type, given: Any, base: KVCacheSpec,
+                                   f: dataclasses.Field[Any], init: set[str]) -> tuple[Any, ...]:
+        """``(value,)``: what ``cls`` derives for field ``f`` when it is not given, if that differs
+        from the contract's and leaves the page unchanged; else ``()``."""
+        kwargs = {n: getattr(given, n) for n in init if n != f.name and hasattr(given, n)}
+        try:
+            derived = cls(**kwargs)
+            value = getattr(derived, f.name)
+            if self._from_value(f.default, value) == getattr(base, f.name):
+                return ()
+            same_page = int(derived.page_size_bytes) == int(given.page_size_bytes)
+        except Exception:  # noqa: BLE001 - required, or a value the contract cannot hold: not this case
+            return ()
+        return (value,) if same_page else ()
+
+    def _to_value(self, value: Any, hint: Any = None) -> Any:
+        """A reference value as the engine field annotated ``hint`` holds it."""
+        if isinstance(value, KVDtype):
+            return getattr(self.torch, value.type_name)
+        if isinstance(value, enum.Enum) and type(value).__name__ in REF_ENUMS:
+            if hint is str:
+                return value.value
+            engine_enum = self.engine_enums().get(type(value).__name__)
+            if engine_enum is None:
+                raise UnmappableResult(f"vllm {self.version} has no enum for {type(value).__name__}")
+            if isinstance(value, SparseCacheRole):
+                return engine_enum(value.value)
+            return engine_enum[value.name]
+        if isinstance(value, tuple):
+            return tuple(self._to_value(v) for v in value)
+        return value
+
+    def _from_value(self, reference_default: Any, value: Any) -> Any:
+        if isinstance(value, self.torch.dtype):
+            return KVDtype.from_name(str(value).removeprefix("torch."))
+        if isinstance(value, enum.Enum):
+            ref_enum = self.ENGINE_ENUMS.get(type(value).__name__)
+            return value if ref_enum is None else ref_enum[value.name]
+        if isinstance(value, str) and isinstance(reference_default, enum.Enum):
+            try:  # a release that holds the value as a plain string (MambaSpec.mamba_type < 0.28)
+                return type(reference_default)(value)
+            except ValueError:
+                return value
+        if isinstance(value, tuple | list):
+            return tuple(self._from_value(None, v) for v in value)
+        return value
+
+    def to_engine(self, spec: KVCacheSpec) -> Any:
+        cls = self.engine_class(type(spec))
+        if cls is None:
+            raise UnmappableResult(f"vllm {self.version} has no {type(spec).__name__}")
+        have = {f.name for f in dataclasses.fields(cls) if f.init}
+        hints = self.field_types(cls)
+        kwargs = {f.name: self._to_value(getattr(spec, f.name), hints.get(f.name))
+                  for f in dataclasses.fields(spec) if f.name in have}
+        for name, value in self.ENGINE_ONLY_VALUES.items():
+            if name in have and name not in kwargs:
+                kwargs[name] = value
+        return cls(**kwargs)
+
+    def from_engine(self, obj: Any) -> KVCacheSpec:
+        kind = KINDS_BY_NAME.get(type(obj).__name__)
+        if kind is None:
+            raise UnmappableResult(f"vllm returned a {type(obj).__name__}, not a reference kind")
+        values = {}
+        self.unsupported_fields(kind)  # finds the fields not to read back, once per kind
+        ignored = self._not_read_back.get(kind, frozenset())
+        for f in dataclasses.fields(kind):
+            if hasattr(obj, f.name) and f.name not in ignored:
+                values[f.name] = self._from_value(f.default, getattr(obj, f.name))
+        spec = kind(**values)
+        # MLA pages: vLLM stores the alignment padding it derived; so does the model.
+        if getattr(obj, "page_size_padded", None) != getattr(spec, "page_size_padded", None):
+            object.__setattr__(spec, "page_size_padded", getattr(obj, "page_size_padded", None))
+        return spec

@@ -1,0 +1,97 @@
+"""Repro snippets for a vLLM release: Python source that builds the release's own spec
+objects and calls its own merge, uniformity check and grouping (with the config that
+grouping was seen to read), importing each enum from where that release defines it."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kvcontract.conformance.contract.codec import render_call
+from kvcontract.conformance.engines.vllm.discovery import REF_ENUMS
+from kvcontract.conformance.engines.vllm.grouping import VllmGrouping
+from kvcontract.reference import KVCacheSpec, KVDtype
+
+
+class VllmSnippets(VllmGrouping):
+    """Rendering repros (the last layer of :class:`~kvcontract.conformance.engines.vllm.engine.VllmEngine`)."""
+
+    source_path: Path | None
+
+    def snippet_imports(self, kinds: Sequence[type[KVCacheSpec]]) -> list[str]:
+        names = sorted({k.__name__ for k in kinds})
+        lines = ["import os", 'os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")']
+        if self.source_path is not None:
+            lines += ["import sys", f"sys.path.insert(0, {str(self.source_path)!r})  # the checked source tree"]
+        lines += ["import torch",
+                 f"from {self.INTERFACE_MODULE} import {', '.join(sorted({*names, 'KVCacheSpec'}))}"]
+
+        # The enums this release's fields hold, from where the release defines them.
+        for engine_enum in sorted(self.engine_enums().values(), key=lambda e: e.__name__):
+            lines.append(f"from {engine_enum.__module__} import {engine_enum.__name__}")
+        if self.planning_module:
+            lines.append(f"from {self.planning_module} import is_kv_cache_spec_uniform, get_kv_cache_groups")
+        return lines
+
+    def _render_value(self, _name: str, value: Any, hint: Any = None) -> str:
+        if isinstance(value, KVDtype):
+            return f"torch.{value.type_name}"
+        if isinstance(value, enum.Enum) and type(value).__name__ in REF_ENUMS:
+            engine_enum = self.engine_enums().get(type(value).__name__)
+            if hint is str or engine_enum is None:
+                return repr(value.value)
+            member = self._to_value(value, hint)
+            return f"{engine_enum.__name__}.{member.name}"
+        if isinstance(value, tuple):
+            inner = ", ".join(self._render_value(_name, v) for v in value)
+            return f"({inner},)" if len(value) == 1 else f"({inner})"
+        return repr(value)
+
+    def render_spec(self, spec: KVCacheSpec) -> str:
+        cls = self.engine_class(type(spec))
+        have = frozenset(f.name for f in dataclasses.fields(cls)) if cls else frozenset()
+        hints = self.field_types(cls) if cls else {}
+        skip = frozenset(f.name for f in dataclasses.fields(spec) if f.name not in have)
+        skip |= {"page_size_padded"} if getattr(spec, "alignment", None) else frozenset()
+        return render_call(type(spec).__name__, spec,
+                           lambda name, value: self._render_value(name, value, hints.get(name)), skip)
+
+    def render_merge(self, specs_expr: str) -> str:
+        return f"({specs_expr}[0] if {specs_expr} else KVCacheSpec).merge({specs_expr})"
+
+    def render_is_uniform(self, table_expr: str) -> str:
+        return f"is_kv_cache_spec_uniform(dict({table_expr}))"
+
+    def render_config(self) -> str:
+        """Source building :meth:`grouping_config` (the paths grouping reads) with SimpleNamespace."""
+        tree: dict[str, Any] = {}
+        for path in self._config_values:
+            node = tree
+            *parents, leaf = path.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = path
+
+        def value(path: str) -> str:
+            if self.NEUTRAL_CONFIG[path] == "LAYOUT":
+                name = self._config_values[path]().name
+                return (f"lambda: __import__({self.LAYOUT_MODULE!r}, fromlist=['x']).KVCacheLayout.{name}")
+            return repr(self._config_values[path])
+
+        def build(values: Mapping[str, Any]) -> str:
+            inner = ", ".join(f"{k}={build(v) if isinstance(v, dict) else value(v)}" for k, v in values.items())
+            return f"__import__('types').SimpleNamespace({inner})"
+
+        return build(tree)
+
+    def render_group_layers(self, table_expr: str) -> str:
+        return f"get_kv_cache_groups({self.render_config()}, dict({table_expr}))"
+
+    def render_group_pairs(self, groups_expr: str) -> str:
+        return f"[(tuple(g.layer_names), g.kv_cache_spec) for g in {groups_expr}]"
+
+    def render_page_size(self, obj_expr: str) -> str:
+        return f"{obj_expr}.page_size_bytes"
