@@ -15,13 +15,8 @@ from kvcontract.conformance.contract.strategies import FULL_DOMAIN
 from kvcontract.conformance.engines.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
 from kvcontract.conformance.engines.protocol import EngineUnavailable, load_engine
 from kvcontract.conformance.engines.registry import resolve_engine
-from kvcontract.conformance.run.symbolic.search import (
-    OPERATIONS,
-    Blocks,
-    Search,
-    SearchError,
-    run_symbolic,
-)
+from kvcontract.conformance.run.symbolic.blocks import Blocks
+from kvcontract.conformance.run.symbolic.search import OPERATIONS, Search, SearchError, run_symbolic
 from kvcontract.reference import FullAttentionSpec, MambaSpec
 
 

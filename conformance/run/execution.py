@@ -1,0 +1,262 @@
+"""One law in this interpreter: the systematic phase, the random phase, the findings.
+
+:func:`run_law` runs every enumerated example of a law's systematic phase, then its
+random phase (hypothesis), which keeps searching after each finding and shrinks every
+new signature to its own witness: every distinct signature is one finding. The
+expectations' pinned witnesses are replayed on top (:func:`replay`) and judged by
+:mod:`kvcontract.conformance.run.verdicts`, so a known failure (xfail) never hides a new
+one (fail) and a fixed one shows as an xpass. It runs wherever a law runs: in a
+supervised worker (:mod:`kvcontract.conformance.run.tasks`) and in the pytest plugin.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+
+from kvcontract.conformance.contract.laws import law
+from kvcontract.conformance.contract.model import Example, KitFailure, Law, Violation, domain_of
+from kvcontract.conformance.contract.systematic import all_pairs, exercised
+from kvcontract.conformance.engines.protocol import Engine
+from kvcontract.conformance.reports.check import ClauseRun, Mode, Record
+from kvcontract.conformance.reports.expectations import Expectations
+from kvcontract.conformance.run import verdicts
+from kvcontract.conformance.run.draws import neutralize_local_constants
+from kvcontract.conformance.run.worker import Emit, last_frame
+
+PROFILES: dict[str, int] = {"quick": 0, "default": 100, "thorough": 1000}
+"""Profile -> random examples per law after the systematic phase (quick: none;
+a law without a systematic enumerator then draws 25)."""
+QUICK_FALLBACK_EXAMPLES = 25
+
+neutralize_local_constants()  # a seed draws the same examples in every process (see run.draws)
+
+
+def mode_name() -> Mode:
+    return "optimized" if sys.flags.optimize else "normal"
+
+
+class _Findings:
+    """Distinct findings of one law run, keyed by signature, and its errors."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, tuple[Example, Violation, str]] = {}
+        self.errors: dict[str, tuple[Example, BaseException]] = {}
+        self.examples = 0
+        self.not_driven = 0
+        """Examples the kit could not take to the engine (its own code failed first)."""
+        self.pairs: set[tuple[str, str]] = set()
+
+    def judge(self, engine: Engine, law_: Law, ex: Example, phase: str, emit: Emit | None) -> Violation | None:
+        self.examples += 1
+        self.pairs |= exercised([*ex.specs, *(s for _, s in ex.table)])
+        pristine = ex.to_json()  # an engine that writes into its inputs must not rewrite the witness
+        if emit is not None:
+            emit({"clause": law_.clause, "phase": phase, "example": pristine})
+        try:
+            law_.check(engine, ex)
+        except Violation as violation:
+            new = [sig for sig in violation.signatures if sig not in self.found]
+            if new:  # the example is rebuilt only for a new finding: most violations repeat one
+                violation.example = law_.example_type.from_json(pristine)
+                for sig in new:
+                    self.found[sig] = (violation.example, violation, phase)
+            return violation
+        except Exception as exc:  # noqa: BLE001 - the kit could not judge: an error, not a finding
+            self.not_driven += 1
+            key = f"{type(exc).__name__}: {exc}" if isinstance(exc, KitFailure) else \
+                f"{type(exc).__name__} at {last_frame(exc)}"
+            self.errors.setdefault(key, (ex, exc))
+        return None
+
+
+def _examples_budget(law_: Law, profile: str) -> int:
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+    if law_.systematic is None and profile == "quick":
+        return QUICK_FALLBACK_EXAMPLES
+    return PROFILES[profile]
+
+
+def _hypothesis_settings(examples: int, shrink: bool) -> settings:
+    phases = (Phase.explicit, Phase.generate, Phase.shrink) if shrink else (Phase.explicit, Phase.generate)
+    return settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+                    suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+                    report_multiple_bugs=False, print_blob=False, phases=phases)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _random_phase(engine: Engine, law_: Law, examples: int, seed_value: int, findings: _Findings,
+                  emit: Emit | None) -> list[str]:
+    """Search without stopping at a finding; returns the signatures it found first."""
+    before = set(findings.found)
+    strategy = law_.strategy(domain_of(engine))
+
+    @_hypothesis_settings(examples, shrink=False)
+    @seed(seed_value)
+    @given(strategy)
+    def probe(ex: Example) -> None:
+        findings.judge(engine, law_, ex, "random", emit)
+
+    probe()
+    return [s for s in findings.found if s not in before]
+
+
+def _shrink(engine: Engine, law_: Law, examples: int, seed_value: int, wanted: str,
+            emit: Emit | None) -> tuple[Example, Violation] | None:
+    """The same search again, failing only on ``wanted``: hypothesis draws the
+    same examples up to the first one with that signature, then shrinks it."""
+    strategy = law_.strategy(domain_of(engine))
+    last: dict[str, Any] = {}
+
+    @_hypothesis_settings(examples, shrink=True)
+    @seed(seed_value)
+    @given(strategy)
+    def probe(ex: Example) -> None:
+        if emit is not None:
+            emit({"clause": law_.clause, "phase": "shrink", "example": ex.to_json()})
+        pristine = copy.deepcopy(ex)
+        try:
+            law_.check(engine, ex)
+        except Violation as violation:
+            if wanted in violation.signatures:
+                last["found"] = (pristine, violation)
+                raise _Stop() from None
+        except Exception:  # noqa: BLE001, S110 - errors were recorded by the search
+            pass
+
+    try:
+        probe()
+    except _Stop:
+        pass
+    found: tuple[Example, Violation] | None = last.get("found")
+    return found
+
+
+def replay(engine: Engine, law_: Law, witness: Mapping[str, Any]) -> Violation | None:
+    """A pinned witness of ``law_`` judged again: its violation (``example`` set), or None."""
+    example = law_.example_type.from_json(witness)
+    try:
+        law_.check(engine, copy.deepcopy(example))
+    except Violation as violation:
+        violation.example = example
+        return violation
+    return None
+
+
+def replay_safely(engine: Engine, law_: Law, witness: Mapping[str, Any]) -> Violation | str | None:
+    """:func:`replay`; a witness that cannot be read or judged gives the reason instead."""
+    try:
+        return replay(engine, law_, witness)
+    except Exception as exc:  # noqa: BLE001 - an unreadable witness is the file's problem, reported
+        return f"{type(exc).__name__}: {exc}"
+
+
+def replay_json(violation: Violation | None) -> dict[str, Any]:
+    """A replay's outcome as a worker's replay task returns it: ``violation``, ``signatures``, ``message``."""
+    return {"violation": violation is not None, "signatures": violation.signatures if violation else [],
+            "message": violation.message if violation else ""}
+
+
+def replay_result(engine: Engine, law_: Law, witness: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`replay` as :func:`replay_json`, or ``raised`` and ``where`` when the replay raised."""
+    try:
+        return replay_json(replay(engine, law_, witness))
+    except Exception as exc:  # noqa: BLE001 - that witness's result, as a worker reports it
+        return {"raised": f"{type(exc).__name__}: {exc}", "where": last_frame(exc)}
+
+
+def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
+            expectations: Expectations | None, emit: Emit | None = None) -> tuple[list[Record], ClauseRun]:
+    """One clause in this interpreter: every distinct finding, each expectation
+    judged by its pinned witness, errors of the kit's own code apart."""
+    mode = mode_name()
+    start = time.perf_counter()
+    base: dict[str, Any] = {"clause": law_.clause, "title": law_.title, "level": law_.level, "mode": mode}
+    skip = law_.requires(engine)
+    domain = domain_of(engine)
+    total_pairs = len(all_pairs(domain))
+    if skip:
+        return [Record(**base, status="skip", message=skip)], ClauseRun(
+            clause=law_.clause, mode=mode, status="skip", total_pairs=total_pairs)
+    optimized = bool(sys.flags.optimize)
+    findings = _Findings()
+    systematic = 0
+    try:
+        if law_.systematic is not None:
+            for ex in law_.systematic(domain):
+                findings.judge(engine, law_, ex, "systematic", emit)
+        if law_.engine_examples is not None:
+            for ex in law_.engine_examples(engine):
+                findings.judge(engine, law_, ex, "systematic", emit)
+            systematic = findings.examples
+        budget = _examples_budget(law_, profile)
+        if budget:
+            for new in _random_phase(engine, law_, budget, seed_value, findings, emit):
+                shrunk = _shrink(engine, law_, budget, seed_value, new, emit)
+                if shrunk is not None:
+                    findings.found[new] = (shrunk[0], shrunk[1], "random")
+    except Exception as exc:  # noqa: BLE001 - a broken strategy or enumerator is the kit's error
+        findings.errors.setdefault(f"{type(exc).__name__} at {last_frame(exc)}", (Example(), exc))
+    records: list[Record] = []
+    judged = judge_expectations(engine, law_, expectations, mode)
+    for v in judged.values():
+        snippet = ""
+        if v.status == "xfail" and isinstance(v.replay.violation, Violation):
+            violation = v.replay.violation
+            snippet = law_.snippet(engine, violation.example or Example(), violation, optimized)
+        records.append(Record(**base, status=v.status, signature=v.entry.signature, examples=1,
+                              message=v.message, witness=v.entry.witness, phase="witness", snippet=snippet))
+    for sig, (ex, violation, phase) in sorted(findings.found.items()):
+        if verdicts.finding_status(sig, judged) == "xfail":
+            continue  # the expectation's own record (its pinned witness) stands for it
+        records.append(Record(**base, status="fail", signature=sig, examples=1, phase=phase,
+                              message=violation.message, witness=ex.to_json(),
+                              snippet=law_.snippet(engine, ex, violation, optimized)))
+    for key, (bad_example, error) in sorted(findings.errors.items()):
+        records.append(Record(**base, status="error", signature=f"kit-error:{type(error).__name__}",
+                              message=f"the kit could not judge an example: {key}",
+                              where=last_frame(error), witness=bad_example.to_json() or None))
+    driven = findings.examples - findings.not_driven
+    if not records and driven == 0:
+        records.append(Record(**base, status="skip", message="no example reached the engine"))
+    elif not records:
+        records.append(Record(**base, status="pass", examples=driven))
+    seconds = time.perf_counter() - start
+    for r in records:
+        r.seconds = round(seconds, 3)
+    run = ClauseRun(clause=law_.clause, mode=mode, status=verdicts.worst(r.status for r in records),
+                    examples=findings.examples, driven=driven, not_driven=findings.not_driven,
+                    systematic_examples=systematic, seconds=round(seconds, 3),
+                    covered_pairs=len(findings.pairs), total_pairs=total_pairs,
+                    findings=sum(r.status in ("fail", "xfail") for r in records),
+                    exercised=sorted(f"{k}.{f}" for k, f in findings.pairs))
+    return records, run
+
+
+def judge_expectations(engine: Engine, law_: Law, expectations: Expectations | None,
+                       mode: str) -> dict[str, verdicts.Verdict]:
+    """Each expectation of ``law_`` in ``mode``, its pinned witness replayed here and judged
+    (:func:`~kvcontract.conformance.run.verdicts.expectation_verdict`), by signature."""
+    entries = expectations.for_clause(law_.clause, mode) if expectations else []
+    return {e.signature: verdicts.expectation_verdict(
+        e, verdicts.Replay.of(replay_safely(engine, law_, e.witness))) for e in entries}
+
+
+def replay_items(engine: Engine, items: Sequence[tuple[str, Mapping[str, Any]]],
+                 emit: Emit | None = None) -> list[dict[str, Any]]:
+    """:func:`replay_result` of each (clause, witness), one progress event each."""
+    out: list[dict[str, Any]] = []
+    for clause_id, witness in items:
+        if emit is not None:
+            emit({"clause": clause_id, "phase": "replay", "example": witness})
+        out.append(replay_result(engine, law(str(clause_id)), witness))
+    return out

@@ -1,0 +1,68 @@
+"""The task functions ``check`` (and the mutant hunt, the symbolic search's ERROR-OPTIMIZE-1, the
+pytest plugin's normal-interpreter replays) run in supervised workers.
+
+A :class:`~kvcontract.conformance.run.worker.Worker` loads a task by its name,
+``"kvcontract.conformance.run.tasks:<function>"`` (the constants below); each is called
+as ``function(args, emit)`` with JSON arguments and returns JSON. The engine is loaded
+once per worker, by name (:func:`engine`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvcontract.conformance.contract.laws import law
+from kvcontract.conformance.engines.protocol import Engine, SourceInfo
+from kvcontract.conformance.reports.expectations import load_xfails
+from kvcontract.conformance.run.execution import replay, replay_items, replay_json, run_law
+from kvcontract.conformance.run.worker import Emit
+
+ENGINE_INFO_TASK = "kvcontract.conformance.run.tasks:engine_info_task"
+LAW_TASK = "kvcontract.conformance.run.tasks:law_task"
+REPLAY_TASK = "kvcontract.conformance.run.tasks:replay_task"
+REPLAY_ALL_TASK = "kvcontract.conformance.run.tasks:replay_all_task"
+
+_ENGINES: dict[str, Engine] = {}
+
+
+def engine(name: str) -> Engine:
+    """The engine ``name`` resolves to, loaded once in this worker."""
+    if name not in _ENGINES:
+        from kvcontract.conformance.engines.registry import resolve_engine
+
+        _ENGINES[name] = resolve_engine(name)  # records ``name`` as the engine's ref (snippets load it by it)
+    return _ENGINES[name]
+
+
+def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
+    """Load the engine; its name, version and bundled expectations file."""
+    from kvcontract.conformance.contract.surface import coverage_summary
+    from kvcontract.conformance.reports.expectations import bundled_xfails
+
+    loaded = engine(str(args["engine"]))
+    found = bundled_xfails(loaded)
+    source = loaded.source_info() if isinstance(loaded, SourceInfo) else None
+    return {"name": loaded.name, "version": loaded.version, "expectations": str(found) if found else None,
+            "coverage_summary": coverage_summary(loaded), "source": source}
+
+
+def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
+    """One clause in this worker: its records and its run summary (JSON)."""
+    loaded = engine(str(args["engine"]))
+    path = args.get("xfails")
+    expectations = load_xfails(str(path)) if path else None
+    records, run = run_law(loaded, law(str(args["clause"])), str(args["profile"]), int(args["seed"]),
+                           expectations, emit)
+    return {"records": [r.model_dump() for r in records], "run": run.model_dump()}
+
+
+def replay_all_task(args: Mapping[str, Any], emit: Emit) -> list[dict[str, Any]]:
+    """:func:`replay_task` for many (clause, witness) pairs, one progress event each; a witness
+    whose replay raises gets that exception as its result, the others still run."""
+    return replay_items(engine(str(args["engine"])), [(str(c), w) for c, w in args["items"]], emit)
+
+
+def replay_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
+    """Replay one witness of one clause here: does it still violate, with which signature?"""
+    return replay_json(replay(engine(str(args["engine"])), law(str(args["clause"])), args["witness"]))
