@@ -1,11 +1,13 @@
 """The ``kvcontract`` command line.
 
-Each verb lives with the part of the kit it drives and registers itself here:
-a verb module exposes ``register(subparsers)``, which adds its parser and sets
-``func`` (``args -> exit code``) as the parser default.
+Each verb has its module and registers itself here: a verb module exposes
+``register(subparsers)``, which adds its parser and sets ``func`` (``args -> exit
+code``) as the parser default. The conformance verbs live in
+``kvcontract.conformance.cli.<verb>`` and take their shared options from
+:mod:`kvcontract.conformance.cli.options`; ``kernels`` lives with the kernels.
 
 Exit codes: 0 nothing failed, 1 something failed, 2 usage error (one line, no
-traceback).
+traceback; ``kvcontract`` without a verb prints the usage).
 """
 
 from __future__ import annotations
@@ -15,16 +17,18 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+import kvcontract
 from kvcontract.usage import UsageError
 
 # Verb modules, imported lazily so that a verb's heavy imports (torch, an
 # engine) never slow down or break the others.
 VERB_MODULES: tuple[str, ...] = (
     "kvcontract.conformance.cli.check",
+    "kvcontract.conformance.cli.engines",
     "kvcontract.conformance.cli.diff",
     "kvcontract.conformance.cli.coverage",
     "kvcontract.conformance.cli.symbolic",
-    "kvcontract.conformance.power.hunt",
+    "kvcontract.conformance.cli.mutants",
     "kvcontract.kernels.cli",
 )
 
@@ -41,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         "symbolically (symbolic), measure the suite's power (mutants) and check attention kernels "
         "against the ground truth (kernels). Exit 0: nothing failed, 1: something failed, "
         "2: usage error."))
+    parser.add_argument("--version", action="version", version=f"kvcontract {kvcontract.__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
-    sub.required = True
     for name in VERB_MODULES:
         importlib.import_module(name).register(sub)
     return parser
@@ -52,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        if args.verb is None:  # bare `kvcontract`: what it can do
+            parser.print_help(sys.stderr)
+            return 2
         return int(args.func(args))
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

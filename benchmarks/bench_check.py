@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kvcontract.reports import text_table
+
 TARGETS_S = {"quick": 20.0, "default": 60.0, "thorough": 600.0}
 
 
@@ -63,12 +65,11 @@ def main() -> int:
                 slowest = sorted(((r["seconds"], f'{r["clause"]} [{r["mode"]}]') for r in report["clauses"]),
                                  reverse=True)[:5]
     print(f"engine {args.engine}: two concurrent imports {imports_s:.1f}s")
-    print(f"{'profile':<9} {'wall s':>7} {'target s':>8} {'wall/target':>11} {'wall/imports':>12} "
-          f"{'examples':>8} {'examples/s':>10}")
-    for profile, seconds, target, examples, law_s in rows:
-        rate = examples / law_s if law_s else 0.0
-        print(f"{profile:<9} {seconds:>7.1f} {target:>8.0f} {seconds / target:>11.2f} "
-              f"{seconds / imports_s:>12.2f} {examples:>8} {rate:>10.0f}")
+    table = [[profile, f"{seconds:.1f}", f"{target:.0f}", f"{seconds / target:.2f}", f"{seconds / imports_s:.2f}",
+              examples, f"{examples / law_s if law_s else 0.0:.0f}"]
+             for profile, seconds, target, examples, law_s in rows]
+    print("\n".join(text_table(["profile", "wall s", "target s", "wall/target", "wall/imports", "examples",
+                                "examples/s"], table, align="<>>>>>>")))
     if slowest:
         print("slowest clauses (last profile): " + ", ".join(f"{name} {s:.2f}s" for s, name in slowest))
     return 0

@@ -31,6 +31,7 @@ import time
 import torch
 
 from kvcontract.kernels import Kind, MLABatch, mla_reference
+from kvcontract.reports import text_table
 
 RANK, ROPE, HEADS = 512, 64, 16
 DECODE_REQUESTS, DECODE_CONTEXT = 4, 8192
@@ -196,21 +197,24 @@ def report(device: str, repeats: int, skip_peak: bool, threads: int) -> None:
     print(f"\n== {device} ({label}) ==")
     print(f"decode, {DECODE_REQUESTS} requests x {DECODE_CONTEXT} keys, heads {HEADS}, "
           f"R={RANK} P={ROPE}, bfloat16 cache, block size {BLOCK_SIZE}; median of {repeats}")
-    print(f"{'':<20} {'reference GB/s':>15} {'copy GB/s':>10} {'ratio':>8}")
-    for name, ref_bw, copy_bw, ratio in bandwidth_rows(device, repeats):
-        print(f"{name:<20} {ref_bw:>15.3f} {copy_bw:>10.3f} {ratio:>8.4f}")
-    print(f"{'':<20} {'ref/matmul':>15} {'ref/copy':>10}   (time ratios; same-FLOP matmul, same-byte copy)")
-    for name, vs_matmul, vs_copy in matmul_ratios(device, repeats):
-        print(f"{name:<20} {vs_matmul:>15.2f} {vs_copy:>10.1f}")
+    bandwidth = [[name, f"{ref_bw:.3f}", f"{copy_bw:.3f}", f"{ratio:.4f}"]
+                 for name, ref_bw, copy_bw, ratio in bandwidth_rows(device, repeats)]
+    print("\n".join(text_table(["", "reference GB/s", "copy GB/s", "ratio"], bandwidth, align="<>>>")))
+    print("time ratios: same-FLOP matmul, same-byte copy")
+    ratios = [[name, f"{vs_matmul:.2f}", f"{vs_copy:.1f}"]
+              for name, vs_matmul, vs_copy in matmul_ratios(device, repeats)]
+    print("\n".join(text_table(["", "ref/matmul", "ref/copy"], ratios, align="<>>")))
     if skip_peak:
         return
     print(f"peak memory above the inputs, {PEAK_QUERY_TOKENS}-token extend, heads {HEADS}:")
-    print(f"{'context':>8} {'float32 ref MiB':>16} {'float64 ref MiB':>16} {'dense f64 scores MiB':>21}")
+    peaks = []
     for context in (PEAK_CONTEXT // 4, PEAK_CONTEXT):
         single = peak_memory(device, "float32", context, threads)
         double = peak_memory(device, "float64", context, threads)
         dense = PEAK_QUERY_TOKENS * HEADS * context * 8  # one float64 score tensor
-        print(f"{context:>8} {single / 2**20:>16.1f} {double / 2**20:>16.1f} {dense / 2**20:>21.0f}")
+        peaks.append([context, f"{single / 2**20:.1f}", f"{double / 2**20:.1f}", f"{dense / 2**20:.0f}"])
+    print("\n".join(text_table(["context", "float32 ref MiB", "float64 ref MiB", "dense f64 scores MiB"], peaks,
+                                align=">>>>")))
 
 
 def main() -> None:

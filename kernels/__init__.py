@@ -5,7 +5,8 @@ NUM-MEMORY-1); ``dense_attention`` and ``non_absorbed_attention`` are the
 independent formulations it is checked against (NUM-SELFCHECK-1);
 ``allowed_error`` is the tolerance model (NUM-TOL-1); the harness
 (``check_batch``, ``check_backend``) compares any registered backend with
-the reference per mode and per row (NUM-DISPATCH-1). Importing this package
+the reference per mode and per row (NUM-DISPATCH-1) on the cases of
+``kvcontract.kernels.generation`` and reports them (``kvcontract.kernels.report``). Importing this package
 imports nothing heavy: torch loads with the first public name used (so the
 ``kvcontract`` CLI stays fast for other verbs), vLLM and Triton only with the
 ``vllm-triton`` backends.
@@ -17,7 +18,7 @@ import importlib
 from typing import Any
 
 _EXPORTS: dict[str, str] = {
-    "Backend": "backends",
+    "Backend": "protocol",
     "ReferenceBackend": "backends",
     "UnknownBackendError": "backends",
     "backend_names": "backends",
@@ -29,24 +30,26 @@ _EXPORTS: dict[str, str] = {
     "MLABatch": "cases",
     "RequestSpec": "cases",
     "build_batch": "cases",
-    "case_specs": "cases",
-    "draw_examples": "cases",
+    "case_specs": "generation",
+    "default_case_specs": "generation",
+    "draw_examples": "generation",
     "mode_of": "cases",
-    "specs_for_modes": "cases",
+    "production_specs": "generation",
+    "specs_for_modes": "generation",
     "absorb_query": "dense",
     "dense_attention": "dense",
     "non_absorbed_attention": "dense",
     "visibility_mask": "dense",
-    "CaseResult": "harness",
-    "ModeSummary": "harness",
-    "RequestRecord": "harness",
-    "SuiteReport": "harness",
+    "CaseResult": "report",
+    "ModeSummary": "report",
+    "RequestRecord": "report",
+    "SuiteReport": "report",
     "check_backend": "harness",
     "check_batch": "harness",
-    "format_table": "harness",
+    "format_table": "report",
     "poisoned_outputs": "harness",
     "run_suite": "harness",
-    "write_json": "harness",
+    "write_json": "report",
     "MLAResult": "mla",
     "RowScales": "mla",
     "mla_reference": "mla",
@@ -85,6 +88,7 @@ __all__ = [
     "check_backend",
     "check_batch",
     "compare_rows",
+    "default_case_specs",
     "dense_attention",
     "draw_examples",
     "format_table",
@@ -93,6 +97,7 @@ __all__ = [
     "mode_of",
     "non_absorbed_attention",
     "poisoned_outputs",
+    "production_specs",
     "run_suite",
     "specs_for_modes",
     "visibility_mask",

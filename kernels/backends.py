@@ -1,29 +1,11 @@
 """Attention backends the harness can check, and how they are found (NUM-DISPATCH-1).
 
-The backend protocol (public; see ``docs/kernels.md``):
-
-* ``name: str`` and ``description: str``, for the report;
-* ``modes: frozenset[str]``: the report modes it serves, a subset of
-  :data:`MODES` (``decode``, ``verify``, ``draft``, ``prefill``,
-  ``window-causal``, ``window-noncausal``, ``padding``); the harness only
-  gives it batches made of those;
-* ``unavailable_reason(dtype) -> str | None``: why it cannot run the storage
-  dtype ``dtype`` (``"float32"``, ``"bfloat16"``, ``"float16"``) here, or
-  None; a reason makes the run report it and exit 1, never a crash;
-* ``run(batch, out, lse) -> None``: compute the :class:`MLABatch` (tensors on
-  the run's device) into ``out [T, H, R]`` (storage dtype) and ``lse [T, H]``
-  (float32, natural log), both NaN-poisoned by the harness (NUM-POISON-1);
-  raising fails every request of the batch;
-* optional ``arithmetic``: the declared arithmetic (an
-  :class:`~kvcontract.kernels.arithmetic.Arithmetic` or one of
-  ``"float64"``, ``"float32"``, ``"mixed"``, ``"tf32"``, each optionally with
-  ``"+lse-storage"``); the tolerance follows it (NUM-TOL-1). Default:
-  ``"float32"`` (IEEE).
-
-Backends are named by a built-in name, by ``module:factory`` (``factory()``
-returns a backend), or by the name of an entry point in the group
-``kvcontract.backends`` of an installed package (the entry point's object is
-such a factory).
+What a backend is: :mod:`kvcontract.kernels.protocol` (:class:`Backend`, re-exported
+here). Backends are named by a built-in name (the reference, its misrouted variants,
+vLLM's Triton kernels, the kernel mutants of :mod:`kvcontract.kernels.mutants`), by
+``module:factory`` (``factory()`` returns a backend), or by the name of an entry point
+in the group ``kvcontract.backends`` of an installed package (the entry point's object
+is such a factory).
 """
 
 from __future__ import annotations
@@ -31,12 +13,14 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 
 from .cases import MODES, Kind, MLABatch
 from .mla import mla_reference
+from .mutants import MUTANTS, MutantBackend
+from .protocol import Backend
 
 __all__ = [
     "Backend",
@@ -53,23 +37,6 @@ ENTRY_POINT_GROUP = "kvcontract.backends"
 
 CAUSAL_AS_NONCAUSAL = "causal-as-noncausal"
 NONCAUSAL_AS_CAUSAL = "noncausal-as-causal"
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """What the harness needs of an attention implementation (NUM-DISPATCH-1)."""
-
-    name: str
-    description: str
-    modes: frozenset[str]
-
-    def unavailable_reason(self, dtype: str) -> str | None:
-        """Why it cannot run ``dtype`` (a key of ``DTYPES``) here, or None when it can."""
-        ...
-
-    def run(self, batch: MLABatch, out: torch.Tensor, lse: torch.Tensor) -> None:
-        """Write ``out [T, H, R]`` (storage dtype) and natural-log ``lse [T, H]`` (float32)."""
-        ...
 
 
 class ReferenceBackend:
@@ -148,21 +115,10 @@ _REGISTRY: dict[str, Callable[[], Backend]] = {
 
 
 def _mutant(name: str) -> Callable[[], Backend]:
-    def make() -> Backend:
-        from .mutants import MutantBackend
-
-        return MutantBackend(name)
-
-    return make
+    return lambda: MutantBackend(name)
 
 
-def _mutant_names() -> list[str]:
-    from .mutants import MUTANTS
-
-    return [m.name for m in MUTANTS]
-
-
-_REGISTRY.update({f"mutant-{name}": _mutant(name) for name in _mutant_names()})
+_REGISTRY.update({f"mutant-{m.name}": _mutant(m.name) for m in MUTANTS})
 
 
 class UnknownBackendError(KeyError):
@@ -209,7 +165,7 @@ def _validated(made: object, origin: str) -> Backend:
     if missing:
         raise UnknownBackendError(
             f"{origin} did not return a backend: it lacks {', '.join(missing)} "
-            "(see the backend protocol in kvcontract.kernels.backends)"
+            "(see the backend protocol in kvcontract.kernels.protocol)"
         )
     if not isinstance(made, Backend):  # pragma: no cover - the attributes above imply it
         raise UnknownBackendError(f"{origin} did not return a backend")

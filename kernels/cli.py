@@ -15,6 +15,9 @@ import argparse
 import sys
 from typing import Any
 
+from kvcontract.options import add_json, add_seed, comma_list
+from kvcontract.reports import text_table
+
 __all__ = ["register", "run"]
 
 DTYPE_CHOICES = ("float32", "bfloat16", "float16")
@@ -32,8 +35,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="backend to check: a name (see --list-backends), module:factory, or an installed "
         "entry point of the group kvcontract.backends; default: reference",
     )
-    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the drawn cases (default 0)")
+    add_json(parser, "the report (or with --mutants the power table)")
+    add_seed(parser, "the drawn cases")
     parser.add_argument(
         "--cases", type=int, default=6, metavar="N", help="cases drawn per mode (default 6)"
     )
@@ -69,19 +72,21 @@ def run(args: argparse.Namespace) -> int:
     from .backends import UnknownBackendError, backend_names, get_backend
 
     if args.list_backends:
+        rows = []
         for name in backend_names():
             try:
                 description = get_backend(name).description
             except UnknownBackendError as exc:
                 description = f"(broken: {exc})"
-            print(f"{name:<44} {description}")
+            rows.append([name, description])
+        print("\n".join(text_table(["backend", "description"], rows, rule=False)))
         return 0
     if args.cases < 1:
         raise UsageError("--cases must be at least 1")
     if args.max_seq_len < 8:
         raise UsageError("--max-seq-len must be at least 8")
     try:
-        head_counts = tuple(int(h) for h in args.heads.split(","))
+        head_counts = tuple(int(h) for h in comma_list(args.heads, "--heads") or ())
     except ValueError:
         raise UsageError(f"--heads takes comma-separated integers, got {args.heads!r}") from None
     if not head_counts or min(head_counts) < 1:
@@ -100,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from .harness import SuiteReport, check_backend, format_table, write_json
+    from .harness import check_backend
+    from .report import SuiteReport, format_table, write_json
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if str(device).startswith("cuda") and not torch.cuda.is_available():

@@ -6,159 +6,35 @@ and checks every query row against the tolerance model (NUM-TOL-1,
 NUM-FINITE-1). A batch with trailing padding is run a second time without
 the padding and the two runs must agree (NUM-PAD-1). When a multi-row
 request fails, the harness recomputes it with the other causality; if that
-matches, the message names the misrouting (NUM-DISPATCH-1).
+matches, the message names the misrouting (NUM-DISPATCH-1). The verdicts and
+their table and JSON are :mod:`kvcontract.kernels.report`; the cases a default run
+checks, :mod:`kvcontract.kernels.generation`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 
-import kvcontract
-from kvcontract.reports import ReportHeader, write_atomic
-
 from .arithmetic import Arithmetic, arithmetic_of
-from .backends import Backend
-from .cases import (
-    DTYPES,
-    MODES,
-    CaseSpec,
-    Kind,
-    MLABatch,
-    build_batch,
-    production_specs,
-    specs_for_modes,
-)
+from .cases import DTYPES, MODES, CaseSpec, Kind, MLABatch, build_batch
+from .generation import default_case_specs
 from .mla import MLAResult, mla_reference
+from .protocol import Backend
+from .report import CaseResult, ModeSummary, RequestRecord, SuiteReport
 from .tolerance import RowErrors, compare_rows, tolerance
 
 __all__ = [
-    "CaseResult",
-    "ModeSummary",
-    "RequestRecord",
-    "SuiteReport",
     "check_backend",
     "check_batch",
-    "default_case_specs",
-    "format_table",
     "judge_outputs",
     "poisoned_outputs",
     "run_suite",
-    "write_json",
 ]
 
 MAX_MESSAGES = 5
-HYPOTHESIS_MAX_SEQ_LEN = 300
-
-
-@dataclasses.dataclass(frozen=True)
-class RequestRecord:
-    """The verdict on one request's rows, or for mode ``padding`` on the padding's effect (NUM-TOL-1, NUM-PAD-1)."""
-
-    case: int
-    request: int
-    mode: str
-    kind: str
-    query_len: int
-    seq_len: int
-    rows: int
-    max_abs_error: float
-    max_rel_error: float
-    max_lse_error: float
-    worst_ratio: float
-    passed: bool
-    message: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class CaseResult:
-    """All records of one batch (NUM-DISPATCH-1); ``spec`` reproduces it when it came from a :class:`CaseSpec`."""
-
-    index: int
-    spec: CaseSpec | None
-    records: tuple[RequestRecord, ...]
-
-    @property
-    def passed(self) -> bool:
-        """Whether every record passed."""
-        return all(r.passed for r in self.records)
-
-
-@dataclasses.dataclass(frozen=True)
-class ModeSummary:
-    """One line of the report table: a mode's verdict (NUM-DISPATCH-1)."""
-
-    mode: str
-    status: str  # "pass", "FAIL", "not served" or "no cases"
-    cases: int
-    rows: int
-    max_abs_error: float
-    max_rel_error: float
-    max_lse_error: float
-    worst_ratio: float
-    failures: int
-    messages: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class SuiteReport:
-    """Results of a backend over a set of cases, per mode (NUM-DISPATCH-1)."""
-
-    backend: str
-    description: str
-    dtype: str
-    device: str
-    seed: int
-    modes: tuple[ModeSummary, ...]
-    cases: tuple[CaseResult, ...]
-    error: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        """No mode failed and the backend could run."""
-        return self.error is None and all(m.status != "FAIL" for m in self.modes)
-
-    def to_json(self) -> dict[str, Any]:
-        """Per-mode records, failing cases (with reproducible specs) and a summary."""
-        failing = [c for c in self.cases if not c.passed]
-        return {
-            **_header("kernels", self.backend, self.seed),
-            "backend": self.backend,
-            "description": self.description,
-            "dtype": self.dtype,
-            "device": self.device,
-            "seed": self.seed,
-            "error": self.error,
-            "modes": [_finite_json(dataclasses.asdict(m)) for m in self.modes],
-            "failing_cases": [
-                {
-                    "index": c.index,
-                    "spec": c.spec.to_json() if c.spec is not None else None,
-                    "records": [_finite_json(dataclasses.asdict(r)) for r in c.records if not r.passed],
-                }
-                for c in failing
-            ],
-            "summary": {
-                "status": "pass" if self.passed else "fail",
-                "cases": len(self.cases),
-                "failed_cases": len(failing),
-                "failed_modes": [m.mode for m in self.modes if m.status == "FAIL"],
-                "modes_checked": [m.mode for m in self.modes if m.status in ("pass", "FAIL")],
-            },
-        }
-
-
-def _finite_json(record: dict[str, Any]) -> dict[str, Any]:
-    """JSON has no NaN/Inf: write them as strings."""
-    return {
-        k: (str(v) if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))) else v)
-        for k, v in record.items()
-    }
 
 
 def poisoned_outputs(batch: MLABatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -424,45 +300,6 @@ def run_suite(
     )
 
 
-def default_case_specs(
-    modes: Iterable[str],
-    dtype: str,
-    *,
-    cases_per_mode: int = 6,
-    seed: int = 0,
-    max_seq_len: int = 8192,
-    head_counts: tuple[int, ...] = (1, 2, 4, 16),
-    production: bool = True,
-) -> list[CaseSpec]:
-    """The cases of a ``kvcontract kernels`` run (NUM-DISPATCH-1).
-
-    ``cases_per_mode`` hypothesis-drawn small cases per served mode (contexts
-    up to ``min(max_seq_len, 300)``, widths 48 to 96, heads from
-    ``head_counts``), then, with ``production``, the production-shaped cases of
-    :func:`production_specs` whose head count is in ``head_counts`` (width
-    576, contexts up to ``max_seq_len``).
-    """
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
-    served = frozenset(modes)
-    drawn = specs_for_modes(
-        served,
-        cases_per_mode,
-        seed,
-        dtypes=(dtype,),
-        max_seq_len=min(max_seq_len, HYPOTHESIS_MAX_SEQ_LEN),
-        head_counts=head_counts,
-    )
-    specs = [spec for mode in MODES for spec in drawn.get(mode, [])]
-    if production:
-        specs += [
-            spec
-            for spec in production_specs(served, dtype, max_seq_len=max_seq_len, seed=seed)
-            if spec.num_heads in head_counts
-        ]
-    return specs
-
-
 def check_backend(
     backend: Backend,
     *,
@@ -489,54 +326,3 @@ def check_backend(
             production=production,
         )
     return run_suite(backend, specs, device=device, dtype=dtype, seed=seed)
-
-
-def format_table(report: SuiteReport) -> str:
-    """The per-mode table printed by ``kvcontract kernels`` (NUM-DISPATCH-1)."""
-    header = (
-        f"{'mode':<17} {'cases':>5} {'rows':>6} {'max abs err':>12} {'max rel err':>12} "
-        f"{'max lse err':>12} {'err/tol':>8}  status"
-    )
-    lines = [
-        f"backend {report.backend} ({report.description}); dtype {report.dtype}, "
-        f"device {report.device}, seed {report.seed}",
-        header,
-        "-" * len(header),
-    ]
-    for m in report.modes:
-        if m.status in ("not served", "no cases"):
-            lines.append(f"{m.mode:<17} {m.cases:>5} {m.rows:>6} {'':>12} {'':>12} {'':>12} {'':>8}  {m.status}")
-            continue
-        lines.append(
-            f"{m.mode:<17} {m.cases:>5} {m.rows:>6} {m.max_abs_error:>12.3e} {m.max_rel_error:>12.3e} "
-            f"{m.max_lse_error:>12.3e} {m.worst_ratio:>8.3g}  {m.status}"
-        )
-    for m in report.modes:
-        for message in m.messages:
-            lines.append(f"  {m.mode}: {message}")
-    if report.error:
-        lines.append(f"error: {report.error}")
-    lines.append("result: " + ("pass" if report.passed else "FAIL"))
-    return "\n".join(lines)
-
-
-def write_json(report: SuiteReport, path: str | os.PathLike[str]) -> None:
-    """Write the JSON report atomically (:func:`kvcontract.reports.write_atomic`)."""
-    write_atomic(path, json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n")
-
-
-def _header(kind: str, backend: str, seed: int) -> dict[str, Any]:
-    """The fields every kvcontract report starts with (:class:`kvcontract.reports.ReportHeader`)."""
-    return ReportHeader(schema_version="2", kind=kind, kit_version=kvcontract.__version__, engine=backend,
-                        engine_version=_backend_version(backend), profile="default", seed=seed).model_dump()
-
-
-def _backend_version(backend: str) -> str:
-    if backend.startswith("vllm"):
-        try:
-            import importlib.metadata
-
-            return importlib.metadata.version("vllm")
-        except Exception:  # noqa: BLE001 - not installed: no version to record
-            return "unknown"
-    return kvcontract.__version__

@@ -24,12 +24,15 @@ from typing import Any
 import torch
 
 import kvcontract
-from kvcontract.reports import ReportHeader, write_atomic
+from kvcontract.reports import ReportHeader, text_table, write_atomic
 
 from .arithmetic import get_arithmetic, round_to_tf32
 from .cases import DTYPES, MODES, CaseSpec, MLABatch, build_batch
 from .dense import visibility_mask
+from .generation import default_case_specs
+from .harness import judge_outputs, poisoned_outputs
 from .mla import mla_reference
+from .tolerance import tolerance
 
 __all__ = [
     "MUTANTS",
@@ -259,8 +262,6 @@ def default_specs(
     dtype: str, *, cases_per_mode: int = 6, seed: int = 0, max_seq_len: int = 8192
 ) -> list[CaseSpec]:
     """The cases of a default ``kvcontract kernels`` run for a backend serving every mode."""
-    from .harness import default_case_specs
-
     return default_case_specs(
         ALL_MODES, dtype, cases_per_mode=cases_per_mode, seed=seed, max_seq_len=max_seq_len
     )
@@ -276,9 +277,6 @@ def power_table(
     progress: Callable[[str], None] | None = None,
 ) -> PowerTable:
     """Run every mutant on the default cases in every dtype (NUM-TOL-1's power check)."""
-    from .harness import judge_outputs, poisoned_outputs
-    from .tolerance import tolerance
-
     start = time.perf_counter()
     chosen = list(mutants)
     backends = [MutantBackend(m) for m in chosen]
@@ -332,20 +330,19 @@ def power_table(
 def format_power_table(table: PowerTable) -> str:
     """One line per mutant: per dtype, killed modes over touched modes."""
     dtypes = list(table.cases)
-    header = f"{'mutant':<38} " + " ".join(f"{d:<22}" for d in dtypes) + " status"
-    lines = [header, "-" * len(header)]
     names = [o.mutant for o in table.outcomes if o.dtype == dtypes[0]] if dtypes else []
     by_key = {(o.mutant, o.dtype): o for o in table.outcomes}
+    rows = []
     for name in names:
         cells, status = [], "killed"
         for dtype in dtypes:
             o = by_key[(name, dtype)]
             low = min((o.worst_ratio.get(m, 0.0) for m in o.touches), default=0.0)
-            cells.append(f"{len(set(o.killed_modes) & set(o.touches))}/{len(o.touches)} "
-                         f"(min {_ratio(low)})".ljust(22))
+            cells.append(f"{len(set(o.killed_modes) & set(o.touches))}/{len(o.touches)} (min {_ratio(low)})")
             if not o.killed:
                 status = "SURVIVED"
-        lines.append(f"{name:<38} " + " ".join(cells) + f" {status}")
+        rows.append([name, *cells, status])
+    lines = text_table(["mutant", *dtypes, "status"], rows)
     lines.append(
         "cells: touched modes killed / touched modes (smallest, over the touched modes, of the "
         "worst error-to-tolerance ratio; > 1 fails)"
@@ -364,5 +361,3 @@ def _ratio(value: float) -> str:
 def write_power_json(table: PowerTable, path: str | os.PathLike[str]) -> None:
     """Write the power table as JSON, atomically (:func:`kvcontract.reports.write_atomic`)."""
     write_atomic(path, json.dumps(table.to_json(), indent=2, allow_nan=False) + "\n")
-
-

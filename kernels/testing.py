@@ -26,8 +26,10 @@ from typing import Any
 import torch
 
 from .arithmetic import Arithmetic
-from .cases import MODES, CaseSpec, Kind, MLABatch, RequestSpec, build_batch, production_specs
-from .harness import CaseResult, check_batch
+from .cases import MODES, CaseSpec, Kind, MLABatch, RequestSpec, build_batch
+from .generation import production_specs
+from .harness import check_batch
+from .report import CaseResult
 
 __all__ = ["GroundTruthMismatch", "assert_matches_ground_truth", "production_case"]
 

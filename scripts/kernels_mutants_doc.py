@@ -12,12 +12,27 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from kvcontract.reports import markdown_table, write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def render(data: dict) -> str:  # type: ignore[type-arg]
+def render(data: dict[str, Any]) -> str:
     dtypes = list(data["cases"])
+    by_key = {(m["mutant"], m["dtype"]): m for m in data["mutants"]}
+    names = [m["mutant"] for m in data["mutants"] if m["dtype"] == dtypes[0]]
+    rows = []
+    for name in names:
+        cells = []
+        for dtype in dtypes:
+            m = by_key[(name, dtype)]
+            ratios = [float(m["worst_ratio"].get(mode, 0)) for mode in m["touches"]]
+            killed = len(set(m["killed_modes"]) & set(m["touches"]))
+            mark = "killed" if m["killed"] else "**SURVIVED**"
+            cells.append(f"{mark} {killed}/{len(m['touches'])} (min {min(ratios):.3g})")
+        rows.append([f"`{name}`", by_key[(name, dtypes[0])]["description"], *cells])
     lines = [
         "# Kernel mutants: the power of `kvcontract kernels`",
         "",
@@ -28,26 +43,16 @@ def render(data: dict) -> str:  # type: ignore[type-arg]
         "that killed it over the modes its defect touches, and the smallest worst",
         "error-to-tolerance ratio over those modes (> 1 fails).",
         "",
-        "| mutant | defect | " + " | ".join(dtypes) + " |",
-        "|---|---|" + "---|" * len(dtypes),
+        *markdown_table(["mutant", "defect", *dtypes], rows),
+        "",
+        "Every mutant killed." if data["all_killed"] else "**Some mutant survived.**",
+        "",
     ]
-    by_key = {(m["mutant"], m["dtype"]): m for m in data["mutants"]}
-    names = [m["mutant"] for m in data["mutants"] if m["dtype"] == dtypes[0]]
-    for name in names:
-        cells = []
-        for dtype in dtypes:
-            m = by_key[(name, dtype)]
-            ratios = [float(m["worst_ratio"].get(mode, 0)) for mode in m["touches"]]
-            killed = len(set(m["killed_modes"]) & set(m["touches"]))
-            mark = "killed" if m["killed"] else "**SURVIVED**"
-            cells.append(f"{mark} {killed}/{len(m['touches'])} (min {min(ratios):.3g})")
-        lines.append(f"| `{name}` | {by_key[(name, dtypes[0])]['description']} | " + " | ".join(cells) + " |")
-    lines += ["", "Every mutant killed." if data["all_killed"] else "**Some mutant survived.**", ""]
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", help="an existing power-table JSON")
     args = parser.parse_args()
     path = args.json
@@ -56,7 +61,7 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "kvcontract", "kernels", "--mutants", "--json", path],
                        check=False, cwd=ROOT)
     data = json.loads(Path(path).read_text())
-    (ROOT / "docs" / "kernels-mutants.md").write_text(render(data))
+    write_atomic(ROOT / "docs" / "kernels-mutants.md", render(data))
     print("wrote docs/kernels-mutants.md")
 
 

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kvcontract.reports import markdown_table, write_atomic
+
 INTRO = """\
 The property suite samples: a systematic phase (every kind, every field changed once, near
 misses of two members, flag patterns of two and three members), then hypothesis draws. The
@@ -28,10 +30,6 @@ large block size) is a few hundred paths away.
 """
 
 
-def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
 def render(data: dict[str, Any], source: str) -> str:
     rows = data["rows"]
     lines = [
@@ -43,23 +41,19 @@ def render(data: dict[str, Any], source: str) -> str:
         f"mutant, stopping at the first finding). Do not edit by hand.",
         "",
         INTRO,
-        "| mutant | property: killed by | property: mode | property: first failure | symbolic | "
-        "symbolic: mode | symbolic: first finding | symbolic: paths | symbolic: clauses |",
-        "|---|---|---|---|---|---|---|---|---|",
+        *markdown_table(
+            ["mutant", "property: killed by", "property: mode", "property: first failure", "symbolic",
+             "symbolic: mode", "symbolic: first finding", "symbolic: paths", "symbolic: clauses"],
+            [[f"`{r['mutant']}`",
+              ", ".join(r["property_killed_by"]) or ("survived (known gap)" if r["known_gap"] else "survived"),
+              "both" if len(r["property_modes"]) == 2 else (r["property_modes"] or ["-"])[0],
+              f"{r['property_seconds']:.2f} s" if r["property_seconds"] is not None else "-",
+              "found" if r["symbolic_found"] else "not found",
+              r.get("symbolic_mode") or "-",
+              f"{r['symbolic_seconds']:.2f} s" if r.get("symbolic_seconds") is not None else "-",
+              r["symbolic_paths"],
+              ", ".join(r["symbolic_clauses"]) or "-"] for r in rows]),
     ]
-    for r in rows:
-        prop_mode = "both" if len(r["property_modes"]) == 2 else (r["property_modes"] or ["-"])[0]
-        lines.append("| " + " | ".join(_cell(c) for c in [
-            f"`{r['mutant']}`",
-            ", ".join(r["property_killed_by"]) or ("survived (known gap)" if r["known_gap"] else "survived"),
-            prop_mode,
-            f"{r['property_seconds']:.2f} s" if r["property_seconds"] is not None else "-",
-            "found" if r["symbolic_found"] else "not found",
-            r.get("symbolic_mode") or "-",
-            f"{r['symbolic_seconds']:.2f} s" if r.get("symbolic_seconds") is not None else "-",
-            r["symbolic_paths"],
-            ", ".join(r["symbolic_clauses"]) or "-",
-        ]) + " |")
     found = sum(r["symbolic_found"] for r in rows)
     killed = sum(r["property_verdict"] == "killed" for r in rows)
     only_symbolic = [r["mutant"] for r in rows if r["symbolic_found"] and r["property_verdict"] != "killed"]
@@ -103,7 +97,7 @@ def main() -> int:
     if data.get("kind") != "mutants-symbolic":
         print(f"{args.report_json} is not a 'kvcontract mutants --symbolic --json' report", file=sys.stderr)
         return 2
-    Path(args.out).write_text(render(data, Path(args.report_json).name))
+    write_atomic(args.out, render(data, Path(args.report_json).name))
     return 0
 
 

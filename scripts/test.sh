@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export CUDA_VISIBLE_DEVICES="" VLLM_LOGGING_LEVEL=ERROR
 echo "== ruff"; .venv/bin/ruff check spec reference conformance kernels tests benchmarks scripts \
-  cli.py usage.py reports.py __init__.py __main__.py
+  cli.py options.py usage.py reports.py __init__.py __main__.py
 echo "== mypy (kvcontract.*, strict on the reference)"; .venv/bin/mypy
 echo "== crosshair (reference contracts, bounded)"
 timeout 900 .venv/bin/crosshair check --analysis_kind=PEP316 --per_condition_timeout=4 \

@@ -1,9 +1,9 @@
 """The package's import graph (issue 12): no cycle, no edge between ``kernels`` and
 ``conformance``, the mutant catalogue reached only through the command lines.
 
-Every ``import``/``from ... import`` of a ``kvcontract`` module counts, also inside a
-function (a deferred import is still a dependency); imports under
-``if TYPE_CHECKING:`` do not (they never run).
+Every ``import``/``from ... import`` of a ``kvcontract`` module counts, relative ones
+(``from .cases import ...``) included, also inside a function (a deferred import is still
+a dependency); imports under ``if TYPE_CHECKING:`` do not (they never run).
 """
 
 from __future__ import annotations
@@ -35,7 +35,16 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(path: Path, modules: set[str]) -> set[str]:
+def _absolute(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
+    """The module a ``from ... import`` names, relative imports (``from .cases``) resolved."""
+    if node.level == 0:
+        return node.module or ""
+    parts = importer.split(".") if is_package else importer.split(".")[:-1]
+    base = parts[:len(parts) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _imports(path: Path, modules: set[str], importer: str = "") -> set[str]:
     tree = ast.parse(path.read_text())
     skipped: set[int] = set()
     for node in ast.walk(tree):
@@ -47,8 +56,9 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
             continue
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.module or node.level):
+            module = _absolute(node, importer, path.name == "__init__.py")
+            names = [module] + [f"{module}.{a.name}" for a in node.names]
         else:
             continue
         for name in names:
@@ -62,7 +72,7 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
     names = set(modules)
-    return {m: _imports(p, names) - {m} for m, p in modules.items()}
+    return {m: _imports(p, names, m) - {m} for m, p in modules.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -132,18 +142,38 @@ def test_no_edge_between_kernels_and_conformance():
 
 def test_only_command_lines_and_workers_reach_the_mutant_catalogue():
     graph = _graph()
+    catalogue = {m for m in graph if m == "kvcontract.conformance.engines.mutants"
+                 or m.startswith("kvcontract.conformance.engines.mutants.")}
+    assert "kvcontract.conformance.engines.mutants.base" in catalogue
     importers = {m for m, deps in graph.items()
-                 if deps & {"kvcontract.conformance.engines.registry", "kvcontract.conformance.engines.mutants"}}
+                 if deps & {"kvcontract.conformance.engines.registry", *catalogue}} - catalogue
     allowed = {"kvcontract.conformance.engines.registry", "kvcontract.conformance.power.hunt",
-               "kvcontract.conformance.cli.symbolic", "kvcontract.conformance.run.session",
-               "kvcontract.conformance.run.symbolic.search", "kvcontract.conformance.pytest_plugin",
-               "kvcontract.conformance.cli.coverage", "kvcontract.conformance.cli.check"}
+               "kvcontract.conformance.cli.symbolic", "kvcontract.conformance.run.tasks",
+               "kvcontract.conformance.pytest_plugin",
+               "kvcontract.conformance.cli.coverage", "kvcontract.conformance.cli.check",
+               "kvcontract.conformance.cli.mutants", "kvcontract.conformance.power.symbolic"}
     assert importers <= allowed, importers - allowed
-    judging = {"kvcontract.conformance.contract.laws.chapters", "kvcontract.conformance.contract.model", "kvcontract.conformance.contract.laws",
+    judging = {"kvcontract.conformance.contract.model", "kvcontract.conformance.contract.laws",
+               "kvcontract.conformance.contract.laws.common", "kvcontract.conformance.contract.laws.role",
+               "kvcontract.conformance.contract.laws.merge", "kvcontract.conformance.contract.laws.error",
+               "kvcontract.conformance.contract.laws.uniform", "kvcontract.conformance.contract.laws.group",
+               "kvcontract.conformance.contract.laws.dispatch", "kvcontract.conformance.contract.shapes",
+               "kvcontract.conformance.contract.repro", "kvcontract.conformance.contract.expectations",
                "kvcontract.conformance.contract.systematic", "kvcontract.conformance.contract.strategies",
-               "kvcontract.conformance.contract.laws.dispatch", "kvcontract.conformance.engines.protocol"}
+               "kvcontract.conformance.engines.protocol"}
     assert not (judging & importers)
 
 
 def test_usage_errors_live_in_a_module_that_imports_nothing_of_the_kit():
     assert _graph()["kvcontract.usage"] == set()
+
+
+def test_relative_imports_are_edges():
+    graph = _graph()
+    assert "kvcontract.kernels.cases" in graph["kvcontract.kernels.harness"]
+    assert "kvcontract.kernels.protocol" in graph["kvcontract.kernels.backends"]
+
+
+def test_shared_options_depend_on_no_verb():
+    """``kvcontract.options`` serves the conformance verbs and ``kernels`` alike."""
+    assert _graph()["kvcontract.options"] == {"kvcontract.usage"}

@@ -13,7 +13,8 @@ from kvcontract.cli import main
 from kvcontract.kernels import CaseSpec, Kind, RequestSpec, build_batch, get_backend
 from kvcontract.kernels.arithmetic import get_arithmetic, round_to_tf32
 from kvcontract.kernels.backends import UnknownBackendError
-from kvcontract.kernels.harness import check_batch, default_case_specs
+from kvcontract.kernels.generation import default_case_specs
+from kvcontract.kernels.harness import check_batch
 from kvcontract.kernels.mutants import MUTANTS, MutantBackend, power_table
 from kvcontract.kernels.testing import (
     GroundTruthMismatch,

@@ -1,21 +1,19 @@
-"""scripts/vllm_history.py: first bad / fixed in per finding, pins, and the committed document."""
+"""The vLLM release history (kvcontract.conformance.reports.releases, run by
+scripts/vllm_history.py): first bad / fixed in per finding, reviews, pins, and the committed
+document."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kvcontract.conformance.reports.releases import environments, reviews
+from kvcontract.conformance.reports.releases import history as history_mod
+
 REPO = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("vllm_history", REPO / "scripts" / "vllm_history.py")
-assert spec is not None and spec.loader is not None
-history_mod = importlib.util.module_from_spec(spec)
-sys.modules["vllm_history"] = history_mod
-spec.loader.exec_module(history_mod)
 
 
 def report(version: str, *records: tuple[str, str, str]) -> dict[str, Any]:
@@ -41,7 +39,7 @@ def test_first_bad_and_fixed_in() -> None:
     assert union["subject"] == "field non_causal"
     page = rows[("GROUP-PAGE-1", "unequal-pages:SlidingWindowMLASpec")]
     assert (page["first_bad"], page["fixed_in"]) == ("0.3.0", None)  # still present in the newest
-    assert history_mod._span(["0.2.0", "0.3.0"], versions) == "0.2.0–0.3.0"
+    assert history_mod.span(["0.2.0", "0.3.0"], versions) == "0.2.0–0.3.0"
 
 
 def _write_review(directory: Path, release: str, text: str) -> None:
@@ -61,8 +59,8 @@ def test_reviews_explain_first_bad_and_fixed_findings(tmp_path: Path) -> None:
     rows = history_mod.history(versions, reports)
     findings = tmp_path / "findings.json"
     findings.write_text(json.dumps(rows))
-    reviews = tmp_path / "reviews"
-    _write_review(reviews, "0.2.0", """
+    reviews_dir = tmp_path / "reviews"
+    _write_review(reviews_dir, "0.2.0", """
 [[review]]
 clause = "ERROR-DETECT-1"
 signature = "accepted:RSWASpec:*"
@@ -81,19 +79,19 @@ signature = "*"
 verdict = "kit"
 reason = "the kit stopped drawing the flag"
 """)
-    problems = history_mod.check_reviews(["0.2.0"], findings, reviews)
+    problems = reviews.check_reviews(["0.2.0"], findings, reviews_dir)
     assert "unreviewed: first bad in 0.2.0: ERROR-TYPE-1 accepted:A:z" in problems
     assert not [p for p in problems if "accepted:RSWASpec" in p and p.startswith("unreviewed")]
     assert "stale review: 0.2.0 [[review]] #2: ERROR-KIND-1 *" in problems
     assert ("the kit's mistake (0.2.0): MERGE-UNION-1 capability-not-unioned:MLAAttentionSpec:non_causal"
             in problems)
-    assert history_mod.check_reviews(["0.3.0"], findings, reviews) == []  # no reviews: nothing first seen there
-    born, fixed, _ = history_mod.reviewed(rows, history_mod.load_reviews(reviews))
+    assert reviews.check_reviews(["0.3.0"], findings, reviews_dir) == []  # no reviews: nothing first seen there
+    born, fixed, _ = reviews.reviewed(rows, reviews.load_reviews(reviews_dir))
     assert sorted(rows[i]["signature"] for i in born) == ["accepted:RSWASpec:x", "accepted:RSWASpec:y"]
     assert [rows[i]["clause"] for i in fixed] == ["MERGE-UNION-1"]
     index = {"checked": versions, "date": "2031-01-01", "command": "c", "profile": "quick", "seed": 0,
              "envs": {}, "timings_s": {}, "first_note": "n"}
-    text = history_mod.render(index, reports, history_mod.load_reviews(reviews))
+    text = history_mod.render(index, reports, reviews.load_reviews(reviews_dir))
     assert "### 0.2.0 (compared with 0.1.0)" in text
     assert '| <a id="review-0-2-0-1"></a>born #1 | `ERROR-DETECT-1` | `accepted:RSWASpec:*` | defect | 2 |' in text
     assert "| `ERROR-DETECT-1` | `accepted:RSWASpec:y` | 0.2.0 | 0.3.0 | 0.2.0 | [0.2.0 born #1](#review-0-2-0-1) |" \
@@ -103,7 +101,7 @@ reason = "the kit stopped drawing the flag"
 def test_a_review_without_a_verdict_is_refused(tmp_path: Path) -> None:
     _write_review(tmp_path, "0.2.0", '[[review]]\nclause = "A"\nsignature = "*"\nreason = "r"\n')
     with pytest.raises(ValueError, match="lacks .verdict."):
-        history_mod.load_reviews(tmp_path)
+        reviews.load_reviews(tmp_path)
 
 
 def test_a_release_that_skipped_the_clause_does_not_fix_it() -> None:
@@ -123,8 +121,8 @@ def test_requirements_of_a_wheel_and_pins(tmp_path: Path, monkeypatch: pytest.Mo
                      "Requires-Dist: fastapi[standard]<0.137,>=0.133\nRequires-Dist: pandas; extra == \"bench\"\n")
         whl.writestr("vllm/__init__.py", "")
         whl.writestr("vllm/_C.abi3.so", "binary")
-    assert history_mod.requirements_of(wheel) == {"openai": "openai>=1.99.1", "fastapi": "fastapi<0.137,>=0.133"}
-    history_mod.unpack_tree(wheel, tmp_path / "tree")
+    assert environments.requirements_of(wheel) == {"openai": "openai>=1.99.1", "fastapi": "fastapi<0.137,>=0.133"}
+    environments.unpack_tree(wheel, tmp_path / "tree")
     assert (tmp_path / "tree" / "vllm" / "__init__.py").exists()
     assert not (tmp_path / "tree" / "vllm" / "_C.abi3.so").exists()
 
@@ -133,7 +131,7 @@ def test_committed_history_renders_from_its_reports() -> None:
     reports = REPO / "docs" / "vllm-history" / "reports"
     if not (reports / "index.json").exists():
         pytest.skip("no generated history")
-    index, loaded = history_mod._load(reports)
+    index, loaded = history_mod.load_reports(reports)
     assert history_mod.render(index, loaded) == (REPO / "docs" / "vllm-history.md").read_text()
     assert json.loads((REPO / "docs" / "vllm-history" / "findings.json").read_text()) == \
         history_mod.history(list(index["checked"]), loaded)
@@ -147,6 +145,5 @@ def test_committed_reviews_explain_every_finding_born_or_fixed_in_0_28_to_0_34()
     source, and so is each fix; none is the kit's own mistake."""
     if not (REPO / "docs" / "vllm-history" / "findings.json").exists():
         pytest.skip("no generated history")
-    assert history_mod.check_reviews(list(REVIEWED)) == []
-    reviews = history_mod.load_reviews()
-    assert set(REVIEWED) <= set(reviews)
+    assert reviews.check_reviews(list(REVIEWED)) == []
+    assert set(REVIEWED) <= set(reviews.load_reviews())

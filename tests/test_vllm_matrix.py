@@ -1,32 +1,20 @@
-"""scripts/vllm_matrix.py: the per-release, per-seed findings matrix (no vLLM needed), and the committed matrix."""
+"""The vLLM release matrix (kvcontract.conformance.reports.releases.matrix, run by
+scripts/vllm_matrix.py): the per-release, per-seed findings matrix (no vLLM needed), and the
+committed matrix."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from kvcontract.conformance.reports.releases import matrix as vm
+
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "vllm-matrix.md"
 REPORTS = REPO / "docs" / "vllm-matrix" / "reports"
-
-
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vllm_matrix", REPO / "scripts" / "vllm_matrix.py")
-    if spec is None or spec.loader is None:
-        raise ImportError("scripts/vllm_matrix.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("vllm_matrix", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-vm = _load_script()
 
 
 def _record(clause: str, mode: str, status: str, signature: str = "", *, level: str = "MUST",
@@ -141,7 +129,7 @@ def test_render_is_deterministic(synthetic: tuple[Path, Path]) -> None:
 
 
 def test_committed_matrix_matches_its_reports() -> None:
-    index, loaded = vm._load(REPORTS)
+    index, loaded = vm.load_reports(REPORTS)
     assert vm.render(index, loaded) == DOC.read_text()
     assert index["checked"] == ["0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"]
     assert index["profile"] == "default" and index["seeds"] == [0, 1, 2, 3, 4]
@@ -158,7 +146,7 @@ def test_committed_matrix_matches_its_reports() -> None:
 def test_committed_matrix_is_identical_across_seeds_and_has_no_kit_error() -> None:
     """Issue 10: every release's distinct findings are the same at seeds 0-4 (default
     profile), and none is the kit's own error."""
-    index, loaded = vm._load(REPORTS)
+    index, loaded = vm.load_reports(REPORTS)
     for version in index["checked"]:
         result = index["results"][version]
         digests = {s["digest"] for s in result["seeds"].values()}
@@ -171,7 +159,7 @@ def test_committed_matrix_shows_the_0_29_0_union_failure() -> None:
     """vLLM 0.29.0 predates the capability-union fix: MLAAttentionSpec.merge asserts that
     members agree on non_causal_multi_token_decode (under -O the assert is gone and the
     merged flag is the first member's)."""
-    _, loaded = vm._load(REPORTS)
+    _, loaded = vm.load_reports(REPORTS)
     keys = vm.findings(loaded["0.29.0"])
     named = [k for k in keys if k[0] in ("MERGE-UNION-1", "MERGE-AGREE-1", "MERGE-KIND-1", "MERGE-ORDER-1")
              and "MLAAttentionSpec" in k[2] and ("non_causal_multi_token_decode" in k[2]
@@ -186,7 +174,7 @@ def test_every_checked_release_bundles_expectations_for_exactly_its_findings() -
     reviewed reason and a pinned witness (only merge([]) needs none)."""
     from kvcontract.conformance.reports.expectations import default_xfails, load_xfails
 
-    index, loaded = vm._load(REPORTS)
+    index, loaded = vm.load_reports(REPORTS)
     for version in index["checked"]:
         path = default_xfails("vllm", version)
         assert path is not None, f"no conformance/xfails/vllm-{version}.toml"

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
+from kvcontract.conformance.cli.options import add_engine, add_json
+from kvcontract.reports import text_table, write_atomic
 from kvcontract.usage import UsageError
 
 SCHEMA_VERSION = 1
@@ -22,36 +21,18 @@ SCHEMA_VERSION = 1
 def register(subparsers: Any) -> None:
     cov = subparsers.add_parser(
         "coverage", help="the engine's spec kinds x fields x roles, and the clauses that exercised them")
-    cov.add_argument("--engine", required=True,
-                     help="builtin name (see `kvcontract engines`) or package.module:factory")
+    add_engine(cov, mutants=False)
     cov.add_argument("--report", metavar="CHECK.json",
                      help="a `kvcontract check --json` report: its 'coverage' key gives the clauses")
-    cov.add_argument("--json", metavar="FILE", help="write the table as JSON")
+    add_json(cov, "the table")
     cov.set_defaults(func=run)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def render_table(rows: list[Any], exercised: dict[str, list[str]] | None) -> str:
     """Kind, field, role, clauses: one line per field, columns aligned."""
-    header = ("kind", "field", "role", "clauses")
-    lines = [header]
-    for r in rows:
-        clauses = "-" if exercised is None else (", ".join(exercised.get(r.key, [])) or "none")
-        lines.append((r.kind, r.field, r.role, clauses))
-    widths = [max(len(line[i]) for line in lines) for i in range(3)]
-    return "\n".join(
-        f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}".rstrip() for a, b, c, d in lines)
+    cells = [[r.kind, r.field, r.role,
+              "-" if exercised is None else (", ".join(exercised.get(r.key, [])) or "none")] for r in rows]
+    return "\n".join(text_table(["kind", "field", "role", "clauses"], cells))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                              for u in missing],
         }
         try:
-            _write_atomically(Path(args.json), json.dumps(data, indent=2) + "\n")
+            write_atomic(args.json, json.dumps(data, indent=2) + "\n")
         except OSError as exc:
             raise UsageError(f"--json {args.json}: cannot write: {exc.strerror}") from None
     return 1 if missing else 0

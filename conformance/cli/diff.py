@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kvcontract.conformance.cli.options import add_json
 from kvcontract.conformance.reports.diff import PRESENT, compare, read_report, render, write_json
 
 
@@ -17,7 +18,7 @@ def register(subparsers: Any) -> None:
                     "0 otherwise, 2 when a file is not a check report.")
     diff.add_argument("base", metavar="BASE.json", help="the report of the base (e.g. the merge base)")
     diff.add_argument("head", metavar="HEAD.json", help="the report of the change")
-    diff.add_argument("--json", metavar="FILE", help="write the comparison as JSON (kind 'diff')")
+    add_json(diff, "the comparison (kind 'diff')")
     diff.set_defaults(func=run)
 
 

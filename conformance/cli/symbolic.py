@@ -12,14 +12,24 @@ import signal
 import sys
 from typing import Any
 
+from kvcontract.conformance.cli.options import (
+    add_engine,
+    add_json,
+    add_optimize,
+    add_quiet,
+    add_seed,
+    add_xfails,
+    comma_list,
+    progress_printer,
+)
 from kvcontract.conformance.contract.laws import SEARCHED_CLAUSES
 from kvcontract.conformance.engines.protocol import UnknownEngine
 from kvcontract.conformance.reports.expectations import check_xfails_options
+from kvcontract.conformance.run.symbolic.report import render
 from kvcontract.conformance.run.symbolic.search import (
     DEFAULT_BUDGET_S,
     OPERATIONS,
     SearchError,
-    render,
     run_symbolic,
 )
 from kvcontract.usage import UsageError
@@ -32,34 +42,21 @@ def register(subparsers: Any) -> None:
                     "batches; every path is judged by the clause oracles of check. Findings are keyed by "
                     "signature like check's, with the same expectations file and repro snippets. "
                     "Exit 1 on a finding.")
-    parser.add_argument("--engine", required=True,
-                        help="builtin name, mutant:<name>, installed entry point, or package.module:factory")
+    add_engine(parser)
     parser.add_argument("--budget", type=float, default=None,
                         help=f"CPU seconds of search per mode (default {DEFAULT_BUDGET_S:g} unless --iterations "
                              "is given; the modes run concurrently)")
     parser.add_argument("--iterations", type=int, default=None,
                         help="paths per mode: a budget that does not depend on machine load")
-    parser.add_argument("--optimize", default="both", choices=("off", "on", "both"),
-                        help="interpreter modes: off (normal), on (python -O), both (default)")
+    add_optimize(parser)
     parser.add_argument("--ops", default=",".join(OPERATIONS), help=f"subset of {','.join(OPERATIONS)}")
     parser.add_argument("--kinds", help="comma-separated spec kinds (default: every kind the engine has)")
     parser.add_argument("--clauses", help="comma-separated clause IDs to judge (default: all searched)")
-    parser.add_argument("--json", metavar="FILE",
-                        help="write the report (schema 'symbolic' v2); rewritten after every finding")
-    parser.add_argument("--xfails", metavar="FILE", help="expectations file (default: the bundled one)")
-    parser.add_argument("--no-xfails", action="store_true", help="report every finding as a failure")
-    parser.add_argument("--seed", type=int, default=0, help="seed of CrossHair's path choices (default 0)")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_json(parser, "the report (schema 'symbolic' v2; rewritten after every finding)")
+    add_xfails(parser)
+    add_seed(parser, "CrossHair's path choices")
+    add_quiet(parser)
     parser.set_defaults(func=run)
-
-
-def _list(value: str | None) -> list[str] | None:
-    if value is None:
-        return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items:
-        raise UsageError(f"empty list {value!r}")
-    return items
 
 
 def _interrupted(_signum: int, _frame: Any) -> None:
@@ -73,11 +70,11 @@ def run(args: argparse.Namespace) -> int:
         if args.engine not in all_engine_names():
             raise UsageError(str(UnknownEngine(f"unknown engine {args.engine!r}; known: "
                                                f"{', '.join(all_engine_names())}, or package.module:factory")))
-    ops = _list(args.ops) or list(OPERATIONS)
+    ops = comma_list(args.ops, "--ops") or list(OPERATIONS)
     unknown = [o for o in ops if o not in OPERATIONS]
     if unknown:
         raise UsageError(f"unknown operation(s) {', '.join(unknown)}; choose from {', '.join(OPERATIONS)}")
-    clauses = _list(args.clauses)
+    clauses = comma_list(args.clauses, "--clauses")
     bad = [c for c in clauses or [] if c not in SEARCHED_CLAUSES]
     if bad:
         raise UsageError(f"clause(s) {', '.join(bad)} are not searched; choose from "
@@ -89,10 +86,10 @@ def run(args: argparse.Namespace) -> int:
     check_xfails_options(args.xfails, args.no_xfails)
     budget = args.budget if args.budget is not None or args.iterations is not None else DEFAULT_BUDGET_S
     signal.signal(signal.SIGTERM, _interrupted)  # a stopped run closes its workers, keeps its report
-    progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    progress = progress_printer(args.quiet)
     try:
         report = run_symbolic(args.engine, budget_s=budget, iterations=args.iterations, optimize=args.optimize,
-                              operations=ops, kinds=_list(args.kinds), clauses=clauses,
+                              operations=ops, kinds=comma_list(args.kinds, "--kinds"), clauses=clauses,
                               xfails=args.xfails, use_default_xfails=not args.no_xfails, seed_value=args.seed,
                               json_path=args.json, progress=progress)
     except SearchError as exc:

@@ -1,5 +1,5 @@
-"""``kvcontract mutants``: the suite against the mutant catalogue — evidence that it fails
-engines that are wrong.
+"""The mutant hunt behind ``kvcontract mutants``: the suite against the mutant catalogue —
+evidence that it fails engines that are wrong.
 
 Each mutant (:mod:`kvcontract.conformance.engines.mutants`) is the reference with one
 realistic defect. The run hunts every mutant to its first failing clause, in
@@ -11,13 +11,12 @@ control: no clause may fail on it. A clause whose law calls none of the
 operations a mutant overrides is not rerun on it (there the mutant is the
 reference); ``--exhaustive`` runs every clause on every mutant.
 
-Exit codes: 0 every mutant killed and the control clean, 1 otherwise, 2 usage error.
+The command line is :mod:`kvcontract.conformance.cli.mutants`; the symbolic mode's hunt on
+the same catalogue (``--symbolic``) is :mod:`kvcontract.conformance.power.symbolic`.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,25 +25,17 @@ from typing import Any, Literal
 import pydantic
 
 import kvcontract
-from kvcontract.conformance.contract.laws import (
-    CLAUSE_ORDER,
-    DERIVED,
-    LAWS,
-    SEARCH_OPERATIONS_OF,
-    law,
-)
+from kvcontract.conformance.contract.laws import CLAUSE_ORDER, DERIVED, LAWS, law
 from kvcontract.conformance.contract.model import ENGINE_OPERATIONS
 from kvcontract.conformance.engines.mutants import KNOWN_SURVIVORS, MUTANTS, Mutant, mutant_class
 from kvcontract.conformance.engines.reference import ReferenceEngine
-from kvcontract.conformance.run.session import (
-    CLAUSE_TIMEOUT_S,
-    EXAMPLE_TIMEOUT_S,
-    PROFILES,
-    failure_record,
-)
+from kvcontract.conformance.reports.check import optimize_modes
+from kvcontract.conformance.reports.witness import WitnessData
+from kvcontract.conformance.run.session import CLAUSE_TIMEOUT_S, EXAMPLE_TIMEOUT_S
+from kvcontract.conformance.run.tasks import LAW_TASK
+from kvcontract.conformance.run.verdicts import failure_record
 from kvcontract.conformance.run.worker import Worker
-from kvcontract.reports import ReportHeader, write_atomic
-from kvcontract.usage import UsageError
+from kvcontract.reports import ReportHeader, markdown_table, text_table
 
 Mode = Literal["normal", "optimized"]
 Verdict = Literal["killed", "survived", "error"]
@@ -90,7 +81,7 @@ class ModeOutcome(pydantic.BaseModel):
     unaffected: list[str] = []
     message: str = ""
     snippet: str = ""
-    witness: dict[str, Any] | None = None
+    witness: WitnessData = None
     errors: list[str] = []
     """``CLAUSE: message`` of laws that could not judge (status error)."""
 
@@ -150,7 +141,7 @@ def hunt(worker: Worker, engine: str, mode: Mode, *, profile: str, seed_value: i
         if not exhaustive and not affected(law_.clause, mutated):
             unaffected.append(law_.clause)
             continue
-        result = worker.run("kvcontract.conformance.run.session:law_task",
+        result = worker.run(LAW_TASK,
                             {"engine": engine, "clause": law_.clause, "profile": profile,
                              "seed": seed_value, "xfails": None},
                             timeout=clause_timeout, heartbeat=example_timeout)
@@ -234,9 +225,7 @@ def run_mutants(names: Sequence[str] | None = None, *, profile: str = "default",
     for name in names:
         mutant_class(name)
     start = time.perf_counter()
-    wanted: list[tuple[Mode, bool]] = [("normal", optimize in ("off", "both")),
-                                       ("optimized", optimize in ("on", "both"))]
-    modes: list[Mode] = [m for m, on in wanted if on]
+    modes: list[Mode] = optimize_modes(optimize)
     per_mode: dict[Mode, dict[str, ModeOutcome]] = {m: {} for m in modes}
     threads = [threading.Thread(target=_hunt_mode, args=(m, names, per_mode[m]),
                                 kwargs={"profile": profile, "seed_value": seed_value, "exhaustive": exhaustive,
@@ -254,67 +243,6 @@ def run_mutants(names: Sequence[str] | None = None, *, profile: str = "default",
         seconds=round(time.perf_counter() - start, 3))
 
 
-# -- the verb ----------------------------------------------------------------------------
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "mutants", help="run the suite against the mutant catalogue; every mutant must be killed",
-        description="Hunt each catalogue mutant (the reference with one realistic defect) to its first "
-                    "failing clause, in both interpreter modes, after a control run of the reference. "
-                    "Exit 0 when every mutant is killed and the control is clean, 1 otherwise.")
-    p.add_argument("--profile", default="default", choices=sorted(PROFILES),
-                   help="examples per clause: quick (systematic phase only), default (+100 random), "
-                        "thorough (+1000 random); default: default")
-    p.add_argument("--optimize", default="both", choices=("off", "on", "both"),
-                   help="interpreter modes: off (normal), on (python -O), both (default)")
-    p.add_argument("--json", metavar="FILE", help="write the report as JSON (schema 'mutants' v2)")
-    p.add_argument("--seed", type=int, default=0, help="hypothesis seed of the random phase (default 0)")
-    p.add_argument("--mutants", metavar="NAMES",
-                   help="comma-separated mutant names (default: the catalogue; see --list)")
-    p.add_argument("--exhaustive", action="store_true",
-                   help="run every clause on every mutant, not only to the first failure (slow)")
-    p.add_argument("--list", action="store_true", help="print the catalogue and exit")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--symbolic", action="store_true",
-                   help="also hunt every mutant (catalogue and known survivors) with the symbolic mode and print "
-                        "found by property / found by symbolic / time to first finding "
-                        "(--json: schema 'mutants-symbolic')")
-    p.add_argument("--symbolic-budget", type=float, default=SYMBOLIC_BUDGET_S,
-                   help=f"CPU seconds of symbolic search per mutant and mode (default {SYMBOLIC_BUDGET_S:g})")
-    p.set_defaults(func=run)
-
-
-def _selected(spec: str | None) -> list[str]:
-    if not spec:
-        return list(MUTANTS)
-    names = [n.strip().removeprefix("mutant:") for n in spec.split(",") if n.strip()]
-    unknown = [n for n in names if n not in MUTANTS and n not in KNOWN_SURVIVORS]
-    if unknown or not names:
-        raise UsageError(f"unknown mutant(s) {', '.join(unknown) or repr(spec)}; known: "
-                         f"{', '.join([*MUTANTS, *KNOWN_SURVIVORS])}")
-    return list(dict.fromkeys(names))
-
-
-def run(args: argparse.Namespace) -> int:
-    names = _selected(args.mutants)
-    if args.list:
-        print(render_catalogue())
-        return 0
-    if args.symbolic:
-        return run_symbolic_verb(args, names if args.mutants else [*MUTANTS, *KNOWN_SURVIVORS])
-    report = run_mutants(names, profile=args.profile, seed_value=args.seed, optimize=args.optimize,
-                         exhaustive=args.exhaustive, progress=None if args.quiet else _stderr)
-    print(render_table(report))
-    if args.json:
-        write_atomic(args.json, report.model_dump_json(indent=2) + "\n")
-    return 0 if report.ok else 1
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 # -- rendering ----------------------------------------------------------------------------
 
 
@@ -325,7 +253,7 @@ def _killers(result: MutantResult) -> str:
     return ", ".join(result.killed_by) or "-"
 
 
-def _mode_cell(result: MutantResult) -> str:
+def _killed_in(result: MutantResult) -> str:
     if len(result.killed_in) == 2:
         return "both"
     return result.killed_in[0] if result.killed_in else "-"
@@ -334,14 +262,11 @@ def _mode_cell(result: MutantResult) -> str:
 def render_table(report: MutantsReport) -> str:
     """Mutant | verdict | mode | time to first failure | killed by; then the control
     and the details of every survivor or error."""
-    width = max([24, *(len(r.mutant) for r in report.mutants)])
-    header = f"{'mutant':<{width}} {'verdict':<9} {'mode':<9} {'first failure':>13}  killed by"
+    rows = [[r.mutant, r.verdict if r.verdict != "survived" else "SURVIVED", _killed_in(r),
+             f"{r.seconds:.2f}s" if r.seconds is not None else "-", _killers(r)] for r in report.mutants]
     lines = [f"kvcontract mutants: {len(report.mutants)} mutants (profile {report.profile}, "
-             f"seed {report.seed}, modes {'+'.join(report.modes)})", "", header, "-" * len(header)]
-    for r in report.mutants:
-        verdict = r.verdict if r.verdict != "survived" else "SURVIVED"
-        seconds = f"{r.seconds:.2f}s" if r.seconds is not None else "-"
-        lines.append(f"{r.mutant:<{width}} {verdict:<9} {_mode_cell(r):<9} {seconds:>13}  {_killers(r)}")
+             f"seed {report.seed}, modes {'+'.join(report.modes)})", "",
+             *text_table(["mutant", "verdict", "mode", "first failure", "killed by"], rows, align="<<<><")]
     control = report.control
     clean = control.verdict == "survived"
     lines += ["", f"control ({control.engine}): "
@@ -390,143 +315,9 @@ def render_markdown(report: MutantsReport) -> str:
              f"{sum(r.verdict == 'killed' for r in report.mutants)}/{len(report.mutants)} mutants killed; "
              f"control ({report.control.engine}): "
              f"{'no clause fails' if report.control.verdict == 'survived' else report.control.verdict.upper()}.", "",
-             "| mutant | defect | imitates | verdict | mode | first failure | killed by |",
-             "|---|---|---|---|---|---|---|"]
-    for r in report.mutants:
-        seconds = f"{r.seconds:.2f} s" if r.seconds is not None else "-"
-        cells = [f"`{r.mutant}`", r.description, r.imitates or "-", r.verdict, _mode_cell(r), seconds,
-                 _killers(r)]
-        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+             *markdown_table(
+                 ["mutant", "defect", "imitates", "verdict", "mode", "first failure", "killed by"],
+                 [[f"`{r.mutant}`", r.description, r.imitates or "-", r.verdict, _killed_in(r),
+                   f"{r.seconds:.2f} s" if r.seconds is not None else "-", _killers(r)]
+                  for r in report.mutants])]
     return "\n".join(lines) + "\n"
-
-
-# -- --symbolic: the symbolic mode's power on the catalogue, next to the property suite's ----------
-
-SYMBOLIC_BUDGET_S = 60.0
-"""CPU seconds of symbolic search per mutant and mode (it stops at the first finding)."""
-
-class SymbolicRow(pydantic.BaseModel):
-    """One mutant: found by property / found by symbolic / time to first finding."""
-
-    mutant: str
-    description: str
-    known_gap: str = ""
-    property_verdict: Verdict
-    property_killed_by: list[str]
-    property_modes: list[Mode]
-    property_seconds: float | None
-    symbolic_found: bool
-    symbolic_mode: Mode | None = None
-    symbolic_clauses: list[str] = []
-    symbolic_signature: str = ""
-    symbolic_seconds: float | None = None
-    """CPU seconds of search to the first finding (in the mode that found it)."""
-    symbolic_paths: int = 0
-    """Paths explored up to the first finding (all paths when nothing was found)."""
-    symbolic_operations: list[str] = []
-    symbolic_snippet: str = ""
-
-
-class SymbolicPowerReport(ReportHeader):
-    """``kvcontract mutants --symbolic`` (schema ``mutants-symbolic`` version 1)."""
-
-    schema_version: str = "1"
-    kind: str = "mutants-symbolic"
-    budget_s: float
-    rows: list[SymbolicRow]
-    control_findings: list[str]
-    """Signatures the symbolic search found on the unmutated reference (must be empty)."""
-    seconds: float
-
-
-def symbolic_operations(cls: type[Mutant]) -> list[str]:
-    """The symbolic operation groups that can see mutant ``cls``'s defect."""
-    from kvcontract.conformance.run.symbolic.search import OPERATIONS as SYMBOLIC_OPS
-
-    mutated = mutated_operations(cls)
-    if mutated is None:
-        return list(SYMBOLIC_OPS)
-    wanted = {op for m in mutated for op in SEARCH_OPERATIONS_OF.get(m, ())}
-    return [op for op in SYMBOLIC_OPS if op in wanted] or list(SYMBOLIC_OPS)
-
-
-def symbolic_hunt(name: str, budget_s: float, progress: Progress | None = None) -> dict[str, Any]:
-    """The symbolic search on mutant ``name`` to its first finding: the normal mode
-    first, then (when it found nothing) ``python -O``."""
-    from kvcontract.conformance.run.symbolic.search import run_symbolic
-
-    ops = symbolic_operations(mutant_class(name))
-    paths = 0
-    for optimize, mode in (("off", "normal"), ("on", "optimized")):
-        report = run_symbolic(f"mutant:{name}", budget_s=budget_s, optimize=optimize, operations=ops,
-                              use_default_xfails=False, stop_on_finding=True)
-        paths += sum(s.paths for s in report.searched)
-        fails = [r for r in report.records if r.status == "fail"]
-        if fails:
-            first = min(fails, key=lambda r: r.seconds)
-            if progress:
-                progress(f"[symbolic] {name}: found by {first.clause} [{first.signature}] ({mode}, "
-                         f"{first.seconds:.2f}s)")
-            return {"symbolic_found": True, "symbolic_mode": mode,
-                    "symbolic_clauses": sorted({r.clause for r in fails}), "symbolic_signature": first.signature,
-                    "symbolic_seconds": first.seconds, "symbolic_paths": paths, "symbolic_operations": ops,
-                    "symbolic_snippet": first.snippet}
-    if progress:
-        progress(f"[symbolic] {name}: not found ({paths} paths)")
-    return {"symbolic_found": False, "symbolic_paths": paths, "symbolic_operations": ops}
-
-
-def run_symbolic_power(names: Sequence[str], *, budget_s: float = SYMBOLIC_BUDGET_S, profile: str = "default",
-                       seed_value: int = 0, progress: Progress | None = None) -> SymbolicPowerReport:
-    """Property hunt (both modes) and symbolic hunt of every mutant in ``names``, and a
-    symbolic control run on the reference."""
-    from kvcontract.conformance.run.symbolic.search import run_symbolic
-
-    start = time.perf_counter()
-    prop = run_mutants(names, profile=profile, seed_value=seed_value, optimize="both", progress=progress)
-    control = run_symbolic(CONTROL_NAME, budget_s=budget_s, optimize="both", use_default_xfails=False)
-    rows = []
-    for result in prop.mutants:
-        found = symbolic_hunt(result.mutant, budget_s, progress)
-        rows.append(SymbolicRow(
-            mutant=result.mutant, description=result.description, known_gap=result.known_gap,
-            property_verdict=result.verdict, property_killed_by=result.killed_by,
-            property_modes=result.killed_in, property_seconds=result.seconds, **found))
-    return SymbolicPowerReport(
-        kit_version=kvcontract.__version__, engine="mutant catalogue", engine_version=kvcontract.__version__,
-        profile=profile, seed=seed_value, budget_s=budget_s, rows=rows,
-        control_findings=[f"{r.clause}/{r.mode}[{r.signature}]" for r in control.failing],
-        seconds=round(time.perf_counter() - start, 3))
-
-
-def render_symbolic_table(report: SymbolicPowerReport) -> str:
-    width = max([24, *(len(r.mutant) for r in report.rows)])
-    header = (f"{'mutant':<{width}} {'property':<10} {'first':>8}  {'symbolic':<16} {'first':>8} {'paths':>6}  "
-              "clauses (symbolic)")
-    lines = [f"kvcontract mutants --symbolic: {len(report.rows)} mutants (property profile {report.profile}, "
-             f"symbolic budget {report.budget_s:g} CPU s per mode)", "", header, "-" * len(header)]
-    for r in report.rows:
-        prop = r.property_verdict if r.property_verdict != "survived" else "SURVIVED"
-        pfirst = f"{r.property_seconds:.2f}s" if r.property_seconds is not None else "-"
-        sym = f"found ({r.symbolic_mode})" if r.symbolic_found else "NOT FOUND"
-        sfirst = f"{r.symbolic_seconds:.2f}s" if r.symbolic_seconds is not None else "-"
-        lines.append(f"{r.mutant:<{width}} {prop:<10} {pfirst:>8}  {sym:<16} {sfirst:>8} {r.symbolic_paths:>6}  "
-                     f"{', '.join(r.symbolic_clauses) or '-'}")
-    found = sum(r.symbolic_found for r in report.rows)
-    killed = sum(r.property_verdict == "killed" for r in report.rows)
-    lines += ["", f"property: {killed}/{len(report.rows)} killed; symbolic: {found}/{len(report.rows)} found; "
-              f"symbolic control (reference): "
-              + ("no finding" if not report.control_findings else "FINDINGS " + ", ".join(report.control_findings)),
-              f"{report.seconds:.0f}s in all"]
-    return "\n".join(lines)
-
-
-def run_symbolic_verb(args: argparse.Namespace, names: Sequence[str]) -> int:
-    if args.symbolic_budget <= 0:
-        raise UsageError("--symbolic-budget must be positive")
-    report = run_symbolic_power(names, budget_s=args.symbolic_budget, profile=args.profile, seed_value=args.seed,
-                                progress=None if args.quiet else _stderr)
-    print(render_symbolic_table(report))
-    if args.json:
-        write_atomic(args.json, report.model_dump_json(indent=2) + "\n")
-    return 0 if all(r.symbolic_found for r in report.rows) and not report.control_findings else 1

@@ -19,17 +19,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 from xml.sax.saxutils import escape, quoteattr
 
 import pydantic
 
-from kvcontract.reports import ReportHeader, write_atomic
+from kvcontract.conformance.reports.witness import WitnessData
+from kvcontract.reports import ReportHeader, text_table, write_atomic
 
 SCHEMA_VERSION = "2"
 Status = Literal["pass", "fail", "skip", "xfail", "xpass", "error"]
 Mode = Literal["normal", "optimized"]
 FAILING: frozenset[str] = frozenset({"fail", "xpass", "error"})
+STATUS_RANK: dict[str, int] = {"error": 5, "fail": 4, "xpass": 3, "xfail": 2, "pass": 1, "skip": 0}
+"""How bad each status is (the one ranking: a clause's cell, a run's status, the report's order)."""
+OPTIMIZE_CHOICES = ("off", "on", "both")
+"""``--optimize``: the normal interpreter only, ``python -O`` only, or both."""
+
+
+def optimize_modes(optimize: str) -> list[Mode]:
+    """The interpreter modes of an ``--optimize`` value (``off``/``on``/``both``), normal first."""
+    if optimize not in OPTIMIZE_CHOICES:
+        raise ValueError(f"optimize must be one of {', '.join(OPTIMIZE_CHOICES)}, not {optimize!r}")
+    modes: list[Mode] = []
+    if optimize in ("off", "both"):
+        modes.append("normal")
+    if optimize in ("on", "both"):
+        modes.append("optimized")
+    return modes
 
 
 class Record(pydantic.BaseModel):
@@ -46,7 +63,8 @@ class Record(pydantic.BaseModel):
     seconds: float = 0.0
     message: str = ""
     snippet: str = ""
-    witness: dict[str, Any] | None = None
+    witness: WitnessData = None
+    """The example that shows it (:class:`~kvcontract.conformance.reports.witness.Witness`'s shape)."""
     phase: str = ""
     """Where the witness comes from: systematic, random (shrunk), witness (pinned)."""
     where: str = ""
@@ -143,12 +161,11 @@ def write_junit(report: Report, path: str | Path) -> None:
     write_atomic(path, "\n".join(parts) + "\n")
 
 
-def _cell(records: list[Record]) -> str:
+def _status(records: list[Record]) -> str:
     """A clause's status in one mode, with its number of findings: ``fail(3)``."""
     if not records:
         return "-"
-    rank = {"error": 5, "fail": 4, "xpass": 3, "xfail": 2, "pass": 1, "skip": 0}
-    worst = max(records, key=lambda r: rank[r.status]).status
+    worst = max(records, key=lambda r: STATUS_RANK[r.status]).status
     findings = sum(r.status in ("fail", "xfail", "xpass", "error") for r in records)
     return f"{worst}({findings})" if findings > 1 else worst
 
@@ -161,8 +178,6 @@ def render_table(report: Report) -> str:
     runs: dict[str, list[ClauseRun]] = {}
     for run in report.clauses:
         runs.setdefault(run.clause, []).append(run)
-    header = (f"{'clause':<20} {'level':<6} {'normal':<10} {'optimized':<10} {'examples':>8} "
-              f"{'pairs':>9} {'time':>7}")
     lines = [f"kvcontract check: {report.engine} {report.engine_version} "
              f"(profile {report.profile}, seed {report.seed})"]
     if report.engine_source:
@@ -171,15 +186,17 @@ def render_table(report: Report) -> str:
         lines.append(f"expectations: {report.expectations}")
     if report.coverage_summary:
         lines.append(report.coverage_summary)
-    lines += ["", header, "-" * len(header)]
+    rows = []
     for clause, modes in by_clause.items():
         level = next(iter(modes.values()))[0].level
         clause_runs = runs.get(clause, [])
         examples = sum(r.examples for r in clause_runs) or sum(r.examples for rs in modes.values() for r in rs)
         seconds = sum(r.seconds for r in clause_runs)
         pairs = max((f"{r.covered_pairs}/{r.total_pairs}" for r in clause_runs if r.total_pairs), default="-")
-        lines.append(f"{clause:<20} {level:<6} {_cell(modes.get('normal', [])):<10} "
-                     f"{_cell(modes.get('optimized', [])):<10} {examples:>8} {pairs:>9} {seconds:>6.2f}s")
+        rows.append([clause, level, _status(modes.get("normal", [])), _status(modes.get("optimized", [])),
+                     examples, pairs, f"{seconds:.2f}s"])
+    lines += ["", *text_table(["clause", "level", "normal", "optimized", "examples", "pairs", "time"], rows,
+                              align="<<<<>>>")]
     counts = ", ".join(f"{n} {s}" for s, n in sorted(report.summary.counts.items()))
     lines += ["", f"{counts} in {report.summary.seconds:.1f}s"]
     if not report.clauses and not report.records:

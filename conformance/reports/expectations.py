@@ -36,10 +36,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import pydantic
+
+from kvcontract.conformance.engines.protocol import DistributionIdentity
+from kvcontract.conformance.reports.witness import PinnedWitness, describe_errors
 from kvcontract.spec import load_catalogue
 
 XFAILS_DIR = Path(__file__).parent.parent / "xfails"
@@ -71,8 +76,67 @@ class Expectations:
         return [e for e in self.entries if e.clause == clause and e.mode == mode]
 
 
+class PinnedFinding(pydantic.BaseModel):
+    """``[[xfail.finding]]``: one expected finding and the witness that reproduces it."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    signature: str
+    witness: PinnedWitness
+
+
+class XfailEntry(pydantic.BaseModel):
+    """``[[xfail]]``: a reviewed reason, for one finding (``signature`` and ``witness``)
+    or for several (``[[xfail.finding]]`` tables) of a clause and mode."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    clause: str
+    mode: Literal["normal", "optimized", "both"]
+    reason: str
+    signature: str | None = None
+    witness: PinnedWitness | None = None
+    finding: list[PinnedFinding] | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _one_form(self) -> XfailEntry:
+        if self.finding is not None:
+            if self.signature is not None or self.witness is not None:
+                raise ValueError("give signature and witness, or [[xfail.finding]] tables, not both")
+        elif self.signature is None or self.witness is None:
+            missing = "signature" if self.signature is None else "witness"
+            raise ValueError(f"missing {missing!r} (or [[xfail.finding]] tables)")
+        return self
+
+    @property
+    def findings(self) -> list[PinnedFinding]:
+        if self.finding is not None:
+            return self.finding
+        return [PinnedFinding.model_construct(signature=self.signature, witness=self.witness)]
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return MODES if self.mode == "both" else (self.mode,)
+
+
+class ExpectationsFile(pydantic.BaseModel):
+    """The whole file: the engine release it is for, and its entries."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    engine: str = ""
+    version: str = ""
+    xfail: list[Any] = []
+    """Validated entry by entry (:class:`XfailEntry`), so that an error names its entry."""
+
+
+def _entry_label(index: int, raw: Any) -> str:
+    clause = raw.get("clause") if isinstance(raw, dict) else None
+    return f"xfail #{index + 1}" + (f" ({clause})" if isinstance(clause, str) else "")
+
+
 def load_xfails(path: str | Path) -> Expectations:
-    """Read an expectations file; :class:`XfailsError` names the entry at fault."""
+    """Read an expectations file; :class:`XfailsError` names the file and the entry at fault."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
@@ -80,40 +144,30 @@ def load_xfails(path: str | Path) -> Expectations:
         raise XfailsError(f"cannot read expectations file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise XfailsError(f"expectations file {path} is not TOML: {exc}") from None
+    try:
+        document = ExpectationsFile.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise XfailsError(f"expectations file {path}: {describe_errors(exc)}") from None
     known = {c.id for c in load_catalogue()}
     entries: list[Expectation] = []
     seen: set[tuple[str, str, str]] = set()
-    for i, entry in enumerate(data.get("xfail", [])):
-        where = f"{path}: xfail #{i + 1}"
-        for key in ("clause", "mode", "reason"):
-            if key not in entry:
-                raise XfailsError(f"{where}: missing {key!r}")
-        if entry["clause"] not in known:
-            raise XfailsError(f"{where}: unknown clause {entry['clause']!r}")
-        modes = MODES if entry["mode"] == "both" else (entry["mode"],)
-        if any(m not in MODES for m in modes):
-            raise XfailsError(f"{where}: mode must be normal, optimized or both, not {entry['mode']!r}")
-        findings = entry.get("finding")
-        if findings is None:
-            findings = [{k: entry[k] for k in ("signature", "witness") if k in entry}]
-        elif "signature" in entry or "witness" in entry:
-            raise XfailsError(f"{where}: give signature and witness, or [[xfail.finding]] tables, not both")
-        for j, finding in enumerate(findings):
-            at = f"{where}, finding #{j + 1}" if "finding" in entry else where
-            for key in ("signature", "witness"):
-                if key not in finding:
-                    raise XfailsError(f"{at}: missing {key!r}")
-            if not isinstance(finding["witness"], dict):
-                raise XfailsError(f"{at}: witness must be a table")
-            for mode in modes:
-                key3 = (entry["clause"], mode, str(finding["signature"]))
+    for i, raw in enumerate(document.xfail):
+        where = f"{path}: {_entry_label(i, raw)}"
+        try:
+            entry = XfailEntry.model_validate(raw)
+        except pydantic.ValidationError as exc:
+            raise XfailsError(f"{where}: {describe_errors(exc, numbered=('finding',))}") from None
+        if entry.clause not in known:
+            raise XfailsError(f"{where}: unknown clause {entry.clause!r}")
+        for j, finding in enumerate(entry.findings):
+            at = f"{where}, finding #{j + 1}" if entry.finding is not None else where
+            for mode in entry.modes:
+                key3 = (entry.clause, mode, finding.signature)
                 if key3 in seen:
-                    raise XfailsError(f"{at}: {entry['clause']} [{mode}] [{finding['signature']}] is "
-                                      "expected twice")
+                    raise XfailsError(f"{at}: {entry.clause} [{mode}] [{finding.signature}] is expected twice")
                 seen.add(key3)
-                entries.append(Expectation(entry["clause"], mode, str(finding["signature"]),
-                                           str(entry["reason"]), finding["witness"]))
-    return Expectations(str(path), str(data.get("engine", "")), str(data.get("version", "")), tuple(entries))
+                entries.append(Expectation(entry.clause, mode, finding.signature, entry.reason, finding.witness))
+    return Expectations(str(path), document.engine, document.version, tuple(entries))
 
 
 def check_xfails_options(xfails: str | None, no_xfails: bool) -> None:
@@ -130,10 +184,21 @@ def check_xfails_options(xfails: str | None, no_xfails: bool) -> None:
             raise UsageError(str(exc)) from None
 
 
-def default_xfails(engine_name: str, engine_version: str) -> Path | None:
-    """The bundled expectations file for this engine release, if there is one."""
-    candidate = XFAILS_DIR / f"{engine_name}-{engine_version}.toml"
+def default_xfails(distribution: str | None, engine_version: str) -> Path | None:
+    """The bundled expectations file of this release of the distribution (``vllm``), if
+    there is one; none without a distribution."""
+    if not distribution:
+        return None
+    candidate = XFAILS_DIR / f"{re.sub(r'[-_.]+', '-', distribution).lower()}-{engine_version}.toml"
     return candidate if candidate.exists() else None
+
+
+def bundled_xfails(engine: Any) -> Path | None:
+    """The bundled expectations file for ``engine``: found by the distribution it declares
+    (:class:`~kvcontract.conformance.engines.protocol.DistributionIdentity`) and its
+    version, never by its display name; an engine that declares none gets none."""
+    distribution = engine.distribution if isinstance(engine, DistributionIdentity) else None
+    return default_xfails(distribution, engine.version)
 
 
 def toml_value(value: object) -> str:

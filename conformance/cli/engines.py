@@ -1,0 +1,46 @@
+"""``kvcontract engines``: the engines available here, each loaded in a worker, with its
+version and bundled expectations. One line per engine, printed as soon as it has loaded
+(loading vLLM takes a while), names padded to the longest so that the lines align as
+they stream (a table would wait for the slowest engine)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kvcontract.conformance.run.session import (
+    CLAUSE_TIMEOUT_S,
+    EXAMPLE_TIMEOUT_S,
+    EngineLoadError,
+    Pass,
+)
+
+
+def register(subparsers: Any) -> None:
+    engines = subparsers.add_parser("engines", help="list the engines available here, with versions",
+                                    description="List the builtin and installed engines, each loaded in a "
+                                                "worker, with its version and bundled expectations.")
+    engines.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvcontract.conformance.engines.protocol import engine_names
+
+    names = engine_names()
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+        probe = Pass(name, optimized=False, profile="quick", seed_value=0, xfails=None, clauses=[],
+                     progress=None, clause_timeout=CLAUSE_TIMEOUT_S, example_timeout=EXAMPLE_TIMEOUT_S)
+        try:
+            info = probe.info()
+        except EngineLoadError as exc:
+            print(f"{name.ljust(width)} unavailable: {exc}", flush=True)
+            continue
+        finally:
+            probe.close()
+        note = f" (expectations: {info['expectations'].rsplit('/', 1)[-1]})" if info.get("expectations") else ""
+        print(f"{name.ljust(width)} {info['version']}{note}", flush=True)
+    return 0
+
+
+__all__ = ["register", "run"]

@@ -1,0 +1,76 @@
+"""The options the conformance verbs share, each declared once.
+
+``--engine``, ``--optimize`` (and the interpreter modes it selects), ``--profile`` and
+the expectations pair ``--xfails FILE`` / ``--no-xfails``, on top of the options of every
+verb family (:mod:`kvcontract.options`: ``--json``, ``--seed``, ``--quiet`` and the
+comma-separated lists), which this module re-exports so that a conformance verb imports
+its options from here only. A verb adds an option by calling its ``add_*`` helper with
+the help text of its own output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from kvcontract.conformance.reports.check import OPTIMIZE_CHOICES, optimize_modes
+from kvcontract.options import add_json, add_quiet, add_seed, comma_list
+
+__all__ = [
+    "add_engine",
+    "add_json",
+    "add_optimize",
+    "add_profile",
+    "add_quiet",
+    "add_seed",
+    "add_xfails",
+    "comma_list",
+    "optimize_modes",
+    "progress_printer",
+]
+
+ENGINE_HELP = ("builtin name (see `kvcontract engines`), mutant:<name>, an installed entry point "
+               "(group kvcontract.engines), or package.module:factory")
+
+
+def add_engine(parser: argparse.ArgumentParser, *, mutants: bool = True) -> None:
+    """``--engine NAME`` (required); ``mutants``: whether ``mutant:<name>`` is accepted."""
+    text = ENGINE_HELP if mutants else ENGINE_HELP.replace(" mutant:<name>,", "")
+    parser.add_argument("--engine", required=True, help=text)
+
+
+def add_optimize(parser: argparse.ArgumentParser) -> None:
+    """``--optimize off|on|both`` (default both): the interpreter modes
+    (:func:`optimize_modes` turns the value into them)."""
+    parser.add_argument("--optimize", default="both", choices=OPTIMIZE_CHOICES,
+                        help="interpreter modes: off (normal only), on (python -O only), both (default)")
+
+
+def add_profile(parser: argparse.ArgumentParser) -> None:
+    """``--profile quick|default|thorough``: how many examples each clause draws."""
+    from kvcontract.conformance.run.execution import PROFILES  # the runner defines them
+
+    parser.add_argument("--profile", default="default", choices=sorted(PROFILES),
+                        help="examples per clause: quick (the systematic phase only), default (+100 "
+                             "random), thorough (+1000 random); default: default")
+
+
+def add_xfails(parser: argparse.ArgumentParser) -> None:
+    """``--xfails FILE`` / ``--no-xfails`` (they exclude each other:
+    :func:`kvcontract.conformance.reports.expectations.check_xfails_options`)."""
+    parser.add_argument("--xfails", metavar="FILE",
+                        help="expected findings; default: the bundled file for the engine release, if any")
+    parser.add_argument("--no-xfails", action="store_true",
+                        help="report known failures as failures")
+
+
+def progress_printer(quiet: bool) -> Callable[[str], None] | None:
+    """Where progress lines go: stderr, or nowhere with ``--quiet``."""
+    if quiet:
+        return None
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    return progress

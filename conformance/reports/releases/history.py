@@ -1,0 +1,342 @@
+"""The vLLM release history: every release's findings, and when each was born and fixed.
+
+One command (``python3 scripts/vllm_history.py``, :func:`main`) builds (and caches) an
+environment per release (:mod:`.environments`), checks each (:mod:`.checks`), and writes
+``docs/vllm-history.md`` from the reports.
+
+**The check** of a release is ``kvcontract check --engine vllm --engine-path
+<env>/tree --no-xfails --profile P --seed S --json docs/vllm-history/reports/<release>.json``
+(a source-tree check: ``import vllm`` resolves to the release's tree), releases
+in parallel in a process pool (``--jobs``), with a progress line per step.
+
+**The history**: per finding subject x clause (``kvcontract.conformance.reports.diff``'s
+signature, kinds and fields included), the first release that has it and the
+first later release that no longer has it ("fixed in"), over the releases
+checked, in order. Each birth and fix is explained by a reviewed cause
+(:mod:`.reviews`). Generated, never edited by hand: ``--render-only`` re-renders
+the document from the reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kvcontract.conformance.reports.diff import PRESENT, subject
+from kvcontract.conformance.reports.releases.checks import adapter_shape, run_check, slim
+from kvcontract.conformance.reports.releases.environments import (
+    ENV_ROOT,
+    REPO,
+    build_env,
+    say,
+    version_key,
+)
+from kvcontract.conformance.reports.releases.reviews import (
+    check_reviews,
+    load_reviews,
+    render_reviews,
+    review_link,
+    reviewed,
+)
+from kvcontract.options import comma_list
+from kvcontract.reports import markdown_table
+from kvcontract.usage import UsageError
+
+__all__ = ["DOC", "REPORTS", "history", "load_reports", "main", "render", "span", "write_doc"]
+
+DOC = REPO / "docs" / "vllm-history.md"
+REPORTS = REPO / "docs" / "vllm-history" / "reports"
+INDEX = "index.json"
+DEFAULT_VERSIONS = ("0.11.0", "0.15.1", "0.20.0", "0.25.0", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
+                    "0.33.0", "0.34.0")
+
+
+# -- checks ------------------------------------------------------------------------------------
+
+def check_release(version: str, python: str, root: Path, profile: str, seed: int) -> dict[str, Any]:
+    """Build the environment and check the release; runs in a pool process."""
+    start = time.monotonic()
+    state = build_env(version, python, root)
+    built = time.monotonic()
+    out: dict[str, Any] = {"version": version, "env": state, "build_s": round(built - start, 1)}
+    if not state.get("ok"):
+        out["skipped"] = "; ".join(f"{m}: {p['error']}" for m, p in state["problems"].items())
+        return out
+    env_dir = root / f"vllm-{version}"
+    out["adapter"] = adapter_shape(python, env_dir)
+    report, problem = run_check(version, python, env_dir, profile, seed, env_dir / "check.json")
+    out["check_s"] = round(time.monotonic() - built, 1)
+    if report is None:
+        out["skipped"] = problem
+        return out
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    (REPORTS / f"{version}.json").write_text(json.dumps(slim(report), indent=1) + "\n")
+    out["counts"] = report["summary"]["counts"]
+    return out
+
+
+def run_all(versions: Sequence[str], python: str, root: Path, profile: str, seed: int,
+            jobs: int) -> dict[str, dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(check_release, v, python, root, profile, seed): v for v in versions}
+        say(f"checking {len(versions)} release(s), {jobs} at a time")
+        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            v = futures[future]
+            try:
+                results[v] = future.result()
+            except Exception as exc:  # noqa: BLE001 - one release's failure is reported, the rest go on
+                results[v] = {"version": v, "skipped": f"{type(exc).__name__}: {exc}"}
+            r = results[v]
+            what = r.get("skipped") or ", ".join(f"{n} {s}" for s, n in sorted(r.get("counts", {}).items()))
+            say(f"[{done}/{len(versions)}] {v}: {what} (env {r.get('build_s', '?')}s, "
+                f"check {r.get('check_s', '-')}s)")
+    return {v: results[v] for v in sorted(results, key=version_key)}
+
+
+# -- the history ---------------------------------------------------------------------------------
+
+def present(report: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(clause, signature) -> the first present record (either mode), with the modes it shows in."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in report.get("records", []):
+        if r.get("status") not in PRESENT:
+            continue
+        key = (r["clause"], r.get("signature") or "")
+        entry = out.setdefault(key, {**r, "modes": []})
+        if r["mode"] not in entry["modes"]:
+            entry["modes"].append(r["mode"])
+    return out
+
+
+def judged(report: Mapping[str, Any]) -> set[str]:
+    return {r["clause"] for r in report.get("records", []) if r.get("status") != "skip"}
+
+
+def history(versions: Sequence[str], reports: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per (clause, signature): the releases that have it, the first one, the one that fixed it.
+
+    ``fixed_in``: the first checked release after the last run of releases that have
+    it which judged the clause and does not have it (None: still present in the
+    newest release checked, or that release did not judge the clause)."""
+    have_by = {v: present(reports[v]) for v in versions}
+    judged_by = {v: judged(reports[v]) for v in versions}
+    keys = sorted({k for v in versions for k in have_by[v]})
+    rows = []
+    for clause, sig in keys:
+        have = [v for v in versions if (clause, sig) in have_by[v]]
+        first = have[0]
+        last = have[-1]
+        later = [v for v in versions[versions.index(last) + 1:] if clause in judged_by[v]]
+        fixed = later[0] if later else None
+        gaps = [v for v in versions[versions.index(first):versions.index(last) + 1]
+                if v not in have and clause in judged_by[v]]
+        record = have_by[first][(clause, sig)]
+        rows.append({"clause": clause, "signature": sig, "subject": subject(sig), "first_bad": first,
+                     "fixed_in": fixed, "releases": have, "absent_between": gaps,
+                     "status": record["status"], "message": record.get("message", "")[:300]})
+    return rows
+
+
+def render(index: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]],
+           reviews: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """``docs/vllm-history.md``: a pure function of the reports, the index and the reviews."""
+    versions = list(index["checked"])
+    rows = history(versions, reports)
+    reviews = load_reviews() if reviews is None else reviews
+    born_by, fixed_by, _ = reviewed(rows, reviews)
+    lines = [
+        "# vLLM release history of the KV-cache merge contract",
+        "",
+        "<!-- Generated by scripts/vllm_history.py from docs/vllm-history/reports/*.json;"
+        " do not edit by hand. -->",
+        "",
+        f"Generated on {index['date']} with:",
+        "",
+        "```sh",
+        index["command"],
+        "```",
+        "",
+        f"- Releases checked ({len(versions)}): {', '.join(versions)}. "
+        f"Profile `{index['profile']}` (the systematic phase: deterministic), seed {index['seed']}, "
+        "`--no-xfails`, both interpreter modes.",
+        "- Each release is checked as a **source tree** (`kvcontract check --engine vllm --engine-path "
+        "<release>/tree`): its wheel's Python files over the base CPU environment (torch 2.13.0 and "
+        "the pins of `requirements/vllm-0.34.0-cpu.txt`) plus the light packages the release needs "
+        "on top, found by import and pinned in `requirements/vllm-<release>-cpu.txt`.",
+        f"- {index['first_note']}",
+        "- A *finding* is a clause x signature present (status fail, xfail or error) in either "
+        "mode. **First bad**: the first checked release that has it. **Fixed in**: the first "
+        "checked release after the last one that has it, which judged the clause and does not "
+        "have it (— : still present in the newest release checked). Releases not checked lie "
+        "between the columns' releases, so a finding may be born or fixed in one of those.",
+        "",
+        "## Releases",
+        "",
+    ]
+    release_rows = []
+    for v in versions:
+        found = present(reports[v])
+        counts = reports[v]["summary"]["counts"]
+        env = index["envs"].get(v, {})
+        extras = ", ".join(f"{n} {ver}" for n, ver in env.get("extras", {}).items()) or "none"
+        release_rows.append([v, len(found), len({subject(s) for _, s in found}), counts.get("fail", 0),
+                             counts.get("error", 0), counts.get("pass", 0), counts.get("skip", 0), extras,
+                             f"{index['timings_s'].get(v, {}).get('check_s', '?')}s"])
+    lines += markdown_table(["release", "findings", "subjects", "fail", "error", "pass", "skip", "env extras",
+                             "check"], release_rows, align="<>>>>>><>")
+    shapes = index.get("adapter", {})
+    if shapes:
+        lines += ["", "## What the adapter read from each release", "",
+                  "Kinds the release lacks (or cannot be given), fields it lacks (generated specs keep "
+                  "the contract's default there), and whether grouping and routing were driven (else "
+                  "why not: those clauses skip with that reason).", ""]
+        shape_rows = []
+        for v in versions:
+            shape = shapes.get(v, {})
+            kinds = ", ".join(sorted(shape.get("missing_kinds", {}))) or "–"
+            fields = "; ".join(f"{k}: {', '.join(f)}" for k, f in sorted(shape.get("missing_fields", {}).items()))
+            shape_rows.append([v, kinds, fields or "–", shape.get("grouping", "?"), shape.get("routing", "?")])
+        lines += markdown_table(["release", "kinds lacking", "fields lacking", "grouping", "routing"], shape_rows)
+    if index.get("not_checked"):
+        lines += ["", "Not checked:", ""]
+        lines += [f"- {v}: {why}" for v, why in index["not_checked"].items()]
+    # subject x clause summary
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["subject"], row["clause"]), []).append(row)
+    lines += ["", "## Findings by subject", "",
+              "One row per subject (the field a signature names, else its kinds) and clause: how many "
+              "signatures, the earliest first-bad release among them, and where they were fixed.", ""]
+    order = {v: i for i, v in enumerate(versions)}
+    subject_rows = []
+    for (what, clause), members in sorted(groups.items(), key=lambda kv: (order[min(
+            (m["first_bad"] for m in kv[1]), key=order.__getitem__)], kv[0])):
+        first = min((m["first_bad"] for m in members), key=order.__getitem__)
+        fixed = sorted({m["fixed_in"] or "—" for m in members}, key=lambda x: order.get(x, len(order)))
+        spread = sorted({v for m in members for v in m["releases"]}, key=order.__getitem__)
+        subject_rows.append([f"`{what}`", f"`{clause}`", len(members), first, ", ".join(fixed),
+                             span(spread, versions)])
+    lines += markdown_table(["subject", "clause", "signatures", "first bad", "fixed in", "present in"],
+                            subject_rows, align="<<><<<")
+    lines += render_reviews(rows, reviews, born_by, fixed_by)
+    lines += ["", "## Every finding", "",
+              "**Review**: the reviewed cause (see *Reviews*) of the finding's birth, and of its fix "
+              "where that release's fixes were reviewed.", ""]
+    indexed = sorted(enumerate(rows), key=lambda ir: (order[ir[1]["first_bad"]], ir[1]["clause"], ir[1]["signature"]))
+    finding_rows = []
+    for i, row in indexed:
+        causes = ", ".join(review_link(m, table) for m, table in ((born_by.get(i), "review"),
+                                                                  (fixed_by.get(i), "fixed"))
+                           if m is not None)
+        finding_rows.append([f"`{row['clause']}`", f"`{row['signature'] or '(none)'}`", row["first_bad"],
+                             row["fixed_in"] or "—", span(row["releases"], versions), causes or "—"])
+    lines += markdown_table(["clause", "signature", "first bad", "fixed in", "releases", "review"], finding_rows)
+    return "\n".join(lines) + "\n"
+
+
+def span(have: Sequence[str], versions: Sequence[str]) -> str:
+    """``0.20.0–0.25.0, 0.34.0``: runs of consecutive checked releases."""
+    runs: list[list[str]] = []
+    for v in have:
+        if runs and versions.index(v) == versions.index(runs[-1][-1]) + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    return ", ".join(r[0] if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
+
+
+def load_reports(reports_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The index and the (slim) report of every release it checked."""
+    index = json.loads((reports_dir / INDEX).read_text())
+    loaded = {v: json.loads((reports_dir / f"{v}.json").read_text()) for v in index["checked"]}
+    return index, loaded
+
+
+def write_doc(reports_dir: Path = REPORTS, doc: Path = DOC) -> None:
+    index, loaded = load_reports(reports_dir)
+    doc.write_text(render(index, loaded))
+    (reports_dir.parent / "findings.json").write_text(
+        json.dumps(history(list(index["checked"]), loaded), indent=1) + "\n")
+    say(f"wrote {doc} and {reports_dir.parent / 'findings.json'}")
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/vllm_history.py", description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--versions", default=",".join(DEFAULT_VERSIONS),
+                        help="comma-separated vLLM releases (default: %(default)s)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="releases checked at a time (default: min(2, cores))")
+    parser.add_argument("--profile", default="quick", choices=("quick", "default", "thorough"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--env-root", type=Path, default=ENV_ROOT,
+                        help="where the per-release environments are cached (default: %(default)s)")
+    parser.add_argument("--base-python", default=sys.executable,
+                        help="the base CPU environment's python (torch 2.13.0 and the 0.34.0 pins; "
+                             "default: this interpreter)")
+    parser.add_argument("--first-note", default="",
+                        help="why releases before the first one checked cannot be (for the document)")
+    parser.add_argument("--reuse-reports", action="store_true",
+                        help="keep a release's report if it exists with the same profile and seed")
+    parser.add_argument("--render-only", action="store_true", help="re-render docs/vllm-history.md only")
+    parser.add_argument("--date", help="date for the header (default: today, UTC)")
+    parser.add_argument("--check-reviews", metavar="RELEASES",
+                        help="list the findings first seen (or fixed) in these comma-separated releases that "
+                             "docs/vllm-history/reviews/<release>.toml does not explain, and exit 1 if any")
+    args = parser.parse_args(argv)
+    try:
+        releases = comma_list(args.check_reviews, "--check-reviews")
+        versions = sorted(set(comma_list(args.versions, "--versions") or []), key=version_key)
+    except UsageError as exc:
+        parser.error(str(exc))
+    if releases:
+        problems = check_reviews(releases)
+        for problem in problems:
+            print(problem)
+        say(f"{len(problems)} problem(s) with the reviews of {args.check_reviews}")
+        return 1 if problems else 0
+    if args.render_only:
+        write_doc()
+        return 0
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    todo = [v for v in versions if not (args.reuse_reports and _reusable(v, args.profile, args.seed))]
+    results = run_all(todo, args.base_python, args.env_root.resolve(), args.profile, args.seed, args.jobs)
+    previous = json.loads((REPORTS / INDEX).read_text()) if (REPORTS / INDEX).exists() else {}
+    checked = [v for v in versions if (REPORTS / f"{v}.json").exists() and not results.get(v, {}).get("skipped")]
+    index = {
+        "command": (f"python3 scripts/vllm_history.py --versions {','.join(versions)} --profile {args.profile} "
+                    f"--seed {args.seed} --jobs {args.jobs}"),
+        "date": args.date or datetime.datetime.now(datetime.UTC).date().isoformat(),
+        "profile": args.profile, "seed": args.seed,
+        "checked": checked,
+        "not_checked": {v: r["skipped"] for v, r in results.items() if r.get("skipped")},
+        "envs": {**previous.get("envs", {}), **{v: {"extras": r["env"].get("extras", {})}
+                                                for v, r in results.items() if r.get("env")}},
+        "adapter": {**previous.get("adapter", {}), **{v: r["adapter"] for v, r in results.items()
+                                                       if r.get("adapter")}},
+        "timings_s": {**previous.get("timings_s", {}),
+                      **{v: {"env_s": r.get("build_s"), "check_s": r.get("check_s")} for v, r in results.items()
+                         if "check_s" in r}},
+        "first_note": args.first_note or previous.get("first_note") or f"First release checked: {checked[0]}.",
+    }
+    (REPORTS / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    write_doc()
+    return 0
+
+
+def _reusable(version: str, profile: str, seed: int) -> bool:
+    path = REPORTS / f"{version}.json"
+    if not path.exists():
+        return False
+    report = json.loads(path.read_text())
+    return (report.get("engine_version"), report.get("profile"), report.get("seed")) == (version, profile, seed)
