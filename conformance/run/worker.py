@@ -45,11 +45,6 @@ TaskFunction = Callable[[Mapping[str, Any], Emit], Any]
 LOG_TAIL_LINES = 40
 
 
-class KitError(RuntimeError):
-    """The kit's own code failed inside a worker (an adapter, a conversion, a
-    strategy): reported as an ``error`` record, never as an engine finding."""
-
-
 @dataclasses.dataclass
 class TaskResult:
     """How one task ended.
@@ -283,7 +278,7 @@ def last_frame(exc: BaseException) -> str:
 def _resolve(call: str) -> TaskFunction:
     module_name, _, name = call.partition(":")
     if not module_name.startswith("kvcontract."):
-        raise KitError(f"worker tasks must be kvcontract functions, not {call!r}")
+        raise ValueError(f"worker tasks must be kvcontract functions, not {call!r}")
     function: TaskFunction = getattr(importlib.import_module(module_name), name)
     return function
 
