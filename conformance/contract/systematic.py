@@ -28,6 +28,7 @@ import dataclasses
 import enum
 import functools
 import itertools
+import typing
 from collections.abc import Iterator
 from typing import Any
 
@@ -115,6 +116,22 @@ def _derived_alternatives(default: Any) -> tuple[Any, ...]:
     return ()
 
 
+@functools.cache
+def _field_types(kind: type[KVCacheSpec]) -> dict[str, Any]:
+    return typing.get_type_hints(kind)
+
+
+def _fits(kind: type[KVCacheSpec], name: str, value: Any) -> bool:
+    """Whether ``value`` may stand in field ``name``: a derived alternative of an unset
+    field (``64``, ``"other"``, ``True``) that is a bool is offered only where the
+    declared type takes a bool, so a witness always loads back (``True`` is no
+    ``int | None``, though Python's bool subclasses int)."""
+    if not isinstance(value, bool):
+        return True
+    declared = _field_types(kind).get(name)
+    return declared is None or declared is bool or bool in typing.get_args(declared)
+
+
 def _build(kind: type[KVCacheSpec], values: dict[str, Any]) -> KVCacheSpec | None:
     try:
         return kind(**values)
@@ -169,7 +186,7 @@ def variants(kind: type[KVCacheSpec], name: str, domain: Domain) -> list[KVCache
         candidates = _derived_alternatives(default)
     out = []
     for value in candidates:
-        if value == current or not _in_domain(value, domain):
+        if value == current or not _in_domain(value, domain) or not _fits(kind, name, value):
             continue
         changes = {name: value}
         # A field the engine lacks stays at its declared default, so that one derived
