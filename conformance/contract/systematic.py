@@ -25,18 +25,22 @@ the day it appears.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import itertools
-import typing
 from collections.abc import Iterator
 from typing import Any
 
 from kvcontract.conformance.contract.strategies import (
-    ENUM_TYPES,
     KIND_DOMAINS,
     Domain,
     disagreeing_fields,
+)
+from kvcontract.conformance.contract.values import (
+    ALTERNATIVES,
+    REQUIRED,
+    derived_alternatives,
+    fits,
+    in_domain,
 )
 from kvcontract.reference import (
     AnnotationRule,
@@ -47,89 +51,6 @@ from kvcontract.reference import (
     role_of,
     rule_of,
 )
-
-REQUIRED: dict[str, Any] = {
-    "block_size": 16,
-    "num_kv_heads": 1,
-    "head_size": 64,
-    "dtype": KVDtype.BFLOAT16,
-    "sliding_window": 128,
-    "attention_chunk_size": 256,
-    "rswa_window": 512,
-    "shapes": ((4, 256),),
-    "dtypes": (KVDtype.BFLOAT16,),
-    "page_size": 4096,
-    "blocks_per_request": 4,
-}
-"""Values for fields without a default (the base spec of each kind)."""
-
-ALTERNATIVES: dict[str, tuple[Any, ...]] = {
-    "block_size": (32, 64),
-    "num_kv_heads": (2, 8),
-    "head_size": (128, 576),
-    "dtype": (KVDtype.FLOAT16, KVDtype.FLOAT32, KVDtype.FLOAT8_E4M3),
-    "head_size_v": (32, 128),
-    "block_stride_alignment": (256, 4096),
-    "max_tp_shards": (2, 8),
-    "num_head_slots": (2, 16),
-    "state_content_bytes": (128, 656),
-    "tokens_per_state": (4, 2),
-    "sliding_window": (4096, 256),
-    "attention_chunk_size": (8192, 512),
-    "cache_dtype_str": ("fp8_ds_mla", "auto"),
-    "topk_buffer_width": (2048, 1024),
-    "alignment": (4096, 576),
-    "model_version": ("deepseek_v4", "other"),
-    "rswa_window": (2048, 1024),
-    "sink_len": (16, 64),
-    "extra_retained_tokens": (3, 1),
-    "shapes": (((3, 1024), (16, 64, 64)), ((2, 64, 32),)),
-    "dtypes": ((KVDtype.FLOAT32,), (KVDtype.FLOAT16,)),
-    "state_alignment": (128, 3),
-    "mamba_cache_mode": ("align", "all"),
-    "num_speculative_blocks": (2, 1),
-    "page_size": (8192, 2048),
-    "blocks_per_request": (8, 2),
-}
-"""Realistic other values per field name; a field not listed derives its own."""
-
-
-def _in_domain(value: Any, domain: Domain) -> bool:
-    """Whether the engine accepts ``value`` (enumerated types: its value set)."""
-    if isinstance(value, tuple):
-        return all(_in_domain(v, domain) for v in value)
-    key = type(value).__name__
-    return not (isinstance(value, enum.Enum) and key in ENUM_TYPES) or value in domain.values_of(key)
-
-
-def _derived_alternatives(default: Any) -> tuple[Any, ...]:
-    if isinstance(default, bool):
-        return (not default,)
-    if isinstance(default, enum.Enum):
-        return tuple(m for m in type(default) if m is not default)
-    if isinstance(default, int):
-        return (default * 2 or 1, default + 1)
-    if isinstance(default, str):
-        return (f"{default}_other", "other")
-    if default is None:
-        return (64, 128, "other", True)
-    return ()
-
-
-@functools.cache
-def _field_types(kind: type[KVCacheSpec]) -> dict[str, Any]:
-    return typing.get_type_hints(kind)
-
-
-def _fits(kind: type[KVCacheSpec], name: str, value: Any) -> bool:
-    """Whether ``value`` may stand in field ``name``: a derived alternative of an unset
-    field (``64``, ``"other"``, ``True``) that is a bool is offered only where the
-    declared type takes a bool, so a witness always loads back (``True`` is no
-    ``int | None``, though Python's bool subclasses int)."""
-    if not isinstance(value, bool):
-        return True
-    declared = _field_types(kind).get(name)
-    return declared is None or declared is bool or bool in typing.get_args(declared)
 
 
 def _build(kind: type[KVCacheSpec], values: dict[str, Any]) -> KVCacheSpec | None:
@@ -183,10 +104,10 @@ def variants(kind: type[KVCacheSpec], name: str, domain: Domain) -> list[KVCache
     if candidates is None:
         f = next(f for f in dataclasses.fields(kind) if f.name == name)
         default = f.default if f.default is not dataclasses.MISSING else current
-        candidates = _derived_alternatives(default)
+        candidates = derived_alternatives(default)
     out = []
     for value in candidates:
-        if value == current or not _in_domain(value, domain) or not _fits(kind, name, value):
+        if value == current or not in_domain(value, domain) or not fits(kind, name, value):
             continue
         changes = {name: value}
         # A field the engine lacks stays at its declared default, so that one derived
@@ -464,7 +385,7 @@ def grouping_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
                     yield {"layers.0": changed[0], "layers.1": other}
                     yield {"layers.0": other, "layers.1": changed[0]}  # the other kind's merge first
     wide = [w for w in (_build_replace(b, {"dtype": KVDtype.FLOAT32}) for b in bases if hasattr(b, "dtype"))
-            if w is not None and _in_domain(KVDtype.FLOAT32, domain)]
+            if w is not None and in_domain(KVDtype.FLOAT32, domain)]
     for aligned in _aligned_edges(domain):  # alignment padding that does not divide (SPEC-PAGE-2)
         for other in [*bases, *wide]:
             if type(other) is not type(aligned):
@@ -490,7 +411,7 @@ def _aligned_edges(domain: Domain) -> Iterator[KVCacheSpec]:
             continue
         base = base_spec(kind, domain)
         edge = _build_replace(base, {"head_size": 64, "dtype": KVDtype.FLOAT32, "alignment": 576}) \
-            if base is not None and _in_domain(KVDtype.FLOAT32, domain) else None
+            if base is not None and in_domain(KVDtype.FLOAT32, domain) else None
         if edge is not None and getattr(edge, "page_size_padded", None) is not None:
             yield edge
 
