@@ -1,9 +1,18 @@
-"""pytest plugin: ``pytest --kvcontract-engine NAME`` runs the conformance laws.
+"""pytest plugin: ``pytest --kvcontract-engine NAME`` adds the conformance laws to the run.
 
-One test per clause, in this interpreter (run ``python -O -m pytest`` for the
-optimized mode). Known failures from the engine release's bundled
-expectations file (or ``--kvcontract-xfails FILE``) become xfails decided by
-their pinned witness. Options: ``--kvcontract-profile``, ``--kvcontract-seed``.
+One item per clause, in this interpreter (run ``python -O -m pytest`` for the
+optimized mode), collected once per session beside the project's own tests (which
+still run; ``--kvcontract-only`` deselects them). The items hang off a collector
+``kvcontract`` attached to the session: node ids ``kvcontract::<engine>::<CLAUSE>``,
+so that ``--junitxml`` writes classname ``kvcontract.<engine>`` and name ``<CLAUSE>``;
+``-k`` selects clauses by ID (``-k "MERGE-ORDER-1 or MERGE-UNION-1"``).
+
+Options: ``--kvcontract-engine-path DIR`` (the engine from a source tree: ``NAME@DIR``),
+``--kvcontract-profile`` (default quick), ``--kvcontract-seed``, and the expectations
+pair ``--kvcontract-xfails FILE`` / ``--kvcontract-no-xfails``. Known failures from the
+engine release's bundled expectations file (or the given one) become xfails decided by
+their pinned witness. A bad option value (an unknown engine, a missing file or
+directory) is a :class:`pytest.UsageError`.
 
 The derived clauses (ERROR-OPTIMIZE-1) come last, judged as ``check`` judges them
 (:mod:`kvcontract.conformance.run.verdicts`): under ``python -O`` from this
@@ -16,20 +25,37 @@ skips, saying so.
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+COLLECTOR_NAME = "kvcontract"
+"""The top collector's name and node id: items are ``kvcontract::<engine>::<CLAUSE>``."""
+
 
 def pytest_addoption(parser: Any) -> None:
-    group = parser.getgroup("kvcontract")
+    group = parser.getgroup("kvcontract", "kvcontract conformance laws")
     group.addoption("--kvcontract-engine", default=None, metavar="NAME",
-                    help="run the kvcontract conformance laws against this engine")
-    group.addoption("--kvcontract-profile", default="quick", choices=("quick", "default", "thorough"))
-    group.addoption("--kvcontract-seed", type=int, default=0)
-    group.addoption("--kvcontract-xfails", default=None, metavar="FILE")
+                    help="add the kvcontract conformance laws for this engine to the run: a builtin "
+                         "name, mutant:<name>, an installed entry point (group kvcontract.engines) "
+                         "or package.module:factory")
+    group.addoption("--kvcontract-engine-path", default=None, metavar="DIR",
+                    help="load the engine from the source tree DIR (for vllm: DIR/vllm/__init__.py)")
+    group.addoption("--kvcontract-only", action="store_true", default=False,
+                    help="run only the conformance items; the project's own tests are deselected")
+    group.addoption("--kvcontract-profile", default="quick", choices=("quick", "default", "thorough"),
+                    help="examples per clause: quick (the systematic phase only; default), "
+                         "default (+100 random), thorough (+1000 random)")
+    group.addoption("--kvcontract-seed", type=int, default=0, metavar="N",
+                    help="seed of the random phase (default 0)")
+    group.addoption("--kvcontract-xfails", default=None, metavar="FILE",
+                    help="expected findings; default: the bundled file for the engine release, if any")
+    group.addoption("--kvcontract-no-xfails", action="store_true", default=False,
+                    help="report known failures as failures")
 
 
 def _conclude(records: Sequence[Any]) -> None:
@@ -142,6 +168,16 @@ class ClauseFailure(Exception):
 
 
 class ConformanceCollector(pytest.Collector):
+    """``kvcontract``: the session's collector of the conformance items, one engine below it."""
+
+    def collect(self) -> list[pytest.Collector]:
+        engine = self.config._kvcontract["engine"]  # type: ignore[attr-defined]
+        return [EngineCollector.from_parent(self, name=_node_name(engine.name))]
+
+
+class EngineCollector(pytest.Collector):
+    """``kvcontract::<engine>``: one item per clause, the derived clauses last."""
+
     def collect(self) -> list[pytest.Item]:
         from kvcontract.conformance.contract.laws import DERIVED, LAWS, law
 
@@ -151,34 +187,102 @@ class ConformanceCollector(pytest.Collector):
         return items
 
 
-def pytest_configure(config: Any) -> None:
-    name = config.getoption("--kvcontract-engine")
-    if not name:
-        return
-    from kvcontract.conformance.engines.registry import resolve_engine
-    from kvcontract.conformance.reports.expectations import bundled_xfails, load_xfails
+def _node_name(name: str) -> str:
+    """``name`` as one node-id segment: no ``::`` (a separator), no brackets (parameters)."""
+    return re.sub(r"::|[\[\]]", "_", name) or "engine"
 
-    engine = resolve_engine(name)
-    path = config.getoption("--kvcontract-xfails") or bundled_xfails(engine)
+
+def _options_error(message: str) -> pytest.UsageError:
+    return pytest.UsageError(f"kvcontract: {message}")
+
+
+def _engine_name(config: Any) -> str | None:
+    """The name that loads the engine (``NAME@DIR`` with ``--kvcontract-engine-path``);
+    none without ``--kvcontract-engine``."""
+    from kvcontract.conformance.engines.protocol import SOURCE_SEPARATOR
+
+    name = config.getoption("--kvcontract-engine")
+    path = config.getoption("--kvcontract-engine-path")
+    if not name:
+        only = config.getoption("--kvcontract-only")
+        for flag, given in (("--kvcontract-engine-path", path), ("--kvcontract-only", only)):
+            if given:
+                raise _options_error(f"{flag} needs --kvcontract-engine NAME")
+        return None
+    if path is None:
+        return str(name)
+    if not Path(path).is_dir():
+        raise _options_error(f"--kvcontract-engine-path {path}: no such directory")
+    if name.startswith("mutant:") or SOURCE_SEPARATOR in name:
+        raise _options_error(f"--kvcontract-engine {name} cannot be combined with --kvcontract-engine-path")
+    return f"{name}{SOURCE_SEPARATOR}{Path(path).resolve()}"
+
+
+def _expectations(config: Any, engine: Any) -> Any:
+    """The expectations: ``--kvcontract-xfails FILE``, none with ``--kvcontract-no-xfails``,
+    else the engine release's bundled file, if any."""
+    from kvcontract.conformance.reports.expectations import XfailsError, bundled_xfails, load_xfails
+
+    given, off = config.getoption("--kvcontract-xfails"), config.getoption("--kvcontract-no-xfails")
+    if given and off:
+        raise _options_error("--kvcontract-xfails and --kvcontract-no-xfails exclude each other")
+    if off:
+        return None
+    if given and not Path(given).is_file():
+        raise _options_error(f"--kvcontract-xfails {given}: no such file")
+    path = given or bundled_xfails(engine)
+    try:
+        return load_xfails(path) if path else None
+    except XfailsError as exc:
+        raise _options_error(str(exc)) from None
+
+
+def pytest_configure(config: Any) -> None:
+    name = _engine_name(config)
+    if name is None:
+        return
+    from kvcontract.conformance.engines.protocol import EngineUnavailable, UnknownEngine
+    from kvcontract.conformance.engines.registry import resolve_engine
+
+    try:
+        engine = resolve_engine(name)
+    except (UnknownEngine, EngineUnavailable) as exc:
+        reason = exc.args[0] if exc.args else type(exc).__name__
+        raise _options_error(f"--kvcontract-engine {name}: {reason}") from None
     config._kvcontract = {
         "name": name,
         "engine": engine,
         "profile": config.getoption("--kvcontract-profile"),
         "seed": config.getoption("--kvcontract-seed"),
-        "xfails": load_xfails(path) if path else None,
+        "xfails": _expectations(config, engine),
         "records": {},
     }
 
 
+def _collect(node: pytest.Item | pytest.Collector) -> Iterator[pytest.Item]:
+    """The items under ``node``, through the collection hooks as the session collects a
+    file: collect reports (a failure is a collection error), ``pytest_itemcollected``,
+    and the terminal's count."""
+    if isinstance(node, pytest.Item):
+        node.ihook.pytest_itemcollected(item=node)
+        yield node
+        return
+    node.ihook.pytest_collectstart(collector=node)
+    report = node.ihook.pytest_make_collect_report(collector=node)
+    if report.passed:
+        for child in report.result:
+            yield from _collect(child)
+    node.ihook.pytest_collectreport(report=report)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
+    """The conformance items join the project's own (before ``-k``/``-m`` and the other
+    plugins see the list); ``--kvcontract-only`` deselects the project's own."""
     if not getattr(config, "_kvcontract", None):
         return
-    engine = config._kvcontract["engine"]
-    collector = ConformanceCollector.from_parent(session, name=f"kvcontract[{engine.name}]")
-    items[:] = list(collector.collect())
-
-
-def pytest_ignore_collect(collection_path: Any, config: Any) -> bool | None:
-    # With --kvcontract-engine the run is the conformance laws, not the files around.
-    return True if config.getoption("--kvcontract-engine") else None
+    if config.getoption("--kvcontract-only") and items:
+        config.hook.pytest_deselected(items=list(items))
+        items.clear()
+    collector = ConformanceCollector.from_parent(session, name=COLLECTOR_NAME, nodeid=COLLECTOR_NAME)
+    items.extend(_collect(collector))
