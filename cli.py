@@ -7,18 +7,26 @@ code``) as the parser default. The conformance verbs live in
 :mod:`kvcontract.conformance.cli.options`; ``kernels`` lives with the kernels.
 
 Exit codes: 0 nothing failed, 1 something failed, 2 usage error (one line, no
-traceback; ``kvcontract`` without a verb prints the usage).
+traceback; ``kvcontract`` without a verb prints the usage), 130 stopped by SIGINT
+(Ctrl-C), 143 stopped by SIGTERM (what a CI timeout sends). Both signals end the
+workers (their process groups), and ``check`` and ``symbolic`` then keep what ran: the
+partial report (``complete: false``) at the ``--json`` path, one line on stderr. The
+SIGTERM handler is installed here, in the command line's process only (never in a
+worker: a worker dies with its supervisor).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 import kvcontract
-from kvcontract.usage import UsageError
+from kvcontract.usage import Interrupted, UsageError, interrupt_exit_code, interrupt_name
 
 # Verb modules, imported lazily so that a verb's heavy imports (torch, an
 # engine) never slow down or break the others.
@@ -44,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         "against it (check), list engines (engines), see its surface (coverage), search it "
         "symbolically (symbolic), measure the suite's power (mutants) and check attention kernels "
         "against the ground truth (kernels). Exit 0: nothing failed, 1: something failed, "
-        "2: usage error."))
+        "2: usage error, 130 / 143: stopped by SIGINT / SIGTERM (check and symbolic keep a partial report)."))
     parser.add_argument("--version", action="version", version=f"kvcontract {kvcontract.__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for name in VERB_MODULES:
@@ -52,7 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminated(signum: int, _frame: Any) -> None:
+    """SIGTERM as SIGINT is: an exception in the main thread, so that the verb stops its
+    workers and keeps its partial report."""
+    raise Interrupted(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -63,9 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # a verb without a partial report
+        print(f"interrupted by {interrupt_name(exc)}", file=sys.stderr)
+        return interrupt_exit_code(exc)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

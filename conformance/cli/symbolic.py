@@ -2,7 +2,8 @@
 the clause oracles of ``check`` (:mod:`kvcontract.conformance.run.symbolic.search`).
 
 Exit codes: 0 nothing failed, 1 a finding (or an error, or an incomplete run),
-2 usage error (one line): an unknown engine, kind, operation or clause.
+2 usage error (one line): an unknown engine, kind, operation or clause; 130 / 143
+stopped by SIGINT / SIGTERM (the report written so far is kept, ``complete`` false).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from kvcontract.conformance.run.symbolic.search import (
     SearchError,
     run_symbolic,
 )
-from kvcontract.usage import UsageError
+from kvcontract.usage import Interrupted, UsageError, interrupt_exit_code, interrupt_name
 
 
 def register(subparsers: Any) -> None:
@@ -59,8 +60,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _interrupted(_signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt
+def _interrupted(signum: int, _frame: Any) -> None:
+    raise Interrupted(signum)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,9 +95,10 @@ def run(args: argparse.Namespace) -> int:
                               json_path=args.json, progress=progress)
     except SearchError as exc:
         raise UsageError(str(exc)) from None
-    except KeyboardInterrupt:
-        print("stopped: the report written so far is kept (complete: false)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        where = f"partial report kept in {args.json}" if args.json else "no report requested (--json)"
+        print(f"interrupted by {interrupt_name(exc)}; {where} (complete: false)", file=sys.stderr)
+        return interrupt_exit_code(exc)
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -6,11 +6,15 @@ task functions of :mod:`kvcontract.conformance.run.tasks`, which run one law eac
 (:mod:`kvcontract.conformance.run.execution`). A law that hangs or crashes its worker
 becomes an ``error`` record naming the clause and the example being run; a fresh worker
 takes the remaining clauses. The derived clauses are judged from both passes
-(:mod:`kvcontract.conformance.run.verdicts`). The report is always complete.
+(:mod:`kvcontract.conformance.run.verdicts`). The report is complete unless the run is
+interrupted: on SIGINT / SIGTERM (a :class:`KeyboardInterrupt` in the main thread) the
+workers are stopped (their process groups killed), and :class:`CheckInterrupted` carries
+the partial report: the records so far, ``complete`` false, the clause x mode runs not run.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,15 +25,20 @@ from kvcontract.conformance.contract.laws import CLAUSE_ORDER, DERIVED, LAWS
 from kvcontract.conformance.reports.check import (
     STATUS_RANK,
     ClauseRun,
+    Mode,
+    NotRun,
     Record,
     Report,
     optimize_modes,
     summarize,
+    write_json,
+    write_junit,
 )
-from kvcontract.conformance.reports.expectations import load_xfails
+from kvcontract.conformance.reports.expectations import Expectations, load_xfails
 from kvcontract.conformance.run import tasks
 from kvcontract.conformance.run.verdicts import derive_optimize_only, failure_record
 from kvcontract.conformance.run.worker import TaskResult, Worker
+from kvcontract.usage import Interrupted, interrupt_exit_code, interrupt_name, interrupt_signal
 
 CLAUSE_TIMEOUT_S = 300.0
 """Seconds one clause may run in a worker before it is stopped."""
@@ -40,8 +49,34 @@ ENGINE_LOAD_TIMEOUT_S = 180.0
 Progress = Callable[[str], None]
 
 
+STOP_JOIN_S = 10.0
+"""Seconds an interrupted run waits for its passes' threads once their workers are killed."""
+
+
 class EngineLoadError(Exception):
     """The engine could not be loaded in a worker (unknown name, not installed)."""
+
+
+class CheckInterrupted(Interrupted):
+    """``run_check`` was stopped by a signal; ``report`` is what ran (``complete`` false)."""
+
+    def __init__(self, signum: int, report: Report, runs_done: int, runs_total: int) -> None:
+        super().__init__(signum, f"interrupted after {runs_done} of {runs_total} clause runs")
+        self.report, self.runs_done, self.runs_total = report, runs_done, runs_total
+
+
+def keep_partial(exc: CheckInterrupted, json_path: str | None, junit_path: str | None) -> int:
+    """The command line's answer to an interrupted ``check``: the partial report written where
+    ``--json`` / ``--junit`` say, one line on stderr, and the exit code (130 SIGINT, 143 SIGTERM)."""
+    written = [str(p) for p in (json_path, junit_path) if p]
+    if json_path:
+        write_json(exc.report, json_path)
+    if junit_path:
+        write_junit(exc.report, junit_path)
+    where = f"partial report written to {' and '.join(written)}" if written else "no report requested (--json)"
+    print(f"interrupted by {interrupt_name(exc)} after {exc.runs_done} of {exc.runs_total} clause runs; {where}",
+          file=sys.stderr, flush=True)
+    return interrupt_exit_code(exc)
 
 
 def replay_all(worker: Worker, engine_name: str, items: Sequence[tuple[str, Mapping[str, Any]]], *,
@@ -88,6 +123,8 @@ class Pass:
             if self.clauses:
                 self.info()  # loaded already (run_check); a worker that died since reloads here
             for index, clause in enumerate(self.clauses, 1):
+                if self.worker.stopped:
+                    break
                 if not self.worker.alive():
                     # Load the engine first, under the load limit: importing an engine (a
                     # source tree compiling its .pyc) may take longer than one example may.
@@ -99,6 +136,8 @@ class Pass:
                     {"engine": self.engine_name, "clause": clause, "profile": self.profile,
                      "seed": self.seed, "xfails": self.xfails},
                     timeout=self.clause_timeout, heartbeat=self.example_timeout)
+                if result.status == "stopped":
+                    break  # interrupted: the clause did not run to its end, it is not recorded
                 if result.ok:
                     records = [Record.model_validate(r) for r in result.value["records"]]
                     run = ClauseRun.model_validate(result.value["run"])
@@ -132,6 +171,11 @@ class Pass:
 
     def close(self) -> None:
         self.worker.close()
+
+    def not_run(self) -> list[NotRun]:
+        """The clauses of this pass without a finished run."""
+        done = {r.clause for r in self.runs}
+        return [NotRun(clause=c, mode=self.mode) for c in self.clauses if c not in done]  # type: ignore[arg-type]
 
 
 def selected_clauses(clauses: Sequence[str] | None) -> list[str]:
@@ -184,6 +228,9 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
     passes: dict[str, Pass] = {m: Pass(engine_name, optimized=m == "optimized", profile=profile, seed_value=seed_value,
                       xfails=xfails, clauses=selected, progress=progress, clause_timeout=clause_timeout,
                       example_timeout=example_timeout) for m in modes}
+    info: dict[str, Any] = {}
+    expectations = None
+    threads: list[threading.Thread] = []
     try:
         info = _load_engine_everywhere(passes)[modes[0]]
         if use_default_xfails and xfails is None and info.get("expectations"):
@@ -205,9 +252,28 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
         records += derive_optimize_only(records, normal=normal.replay_all if normal else None,
                                         optimized=optimized.replay_all if optimized else None,
                                         expectations=expectations, complete=True)
+    except KeyboardInterrupt as exc:
+        # SIGINT, or SIGTERM through the command line's handler: stop every worker first
+        # (its process group killed), then keep what ran.
+        for p in passes.values():
+            p.worker.stop()
+        for t in threads:
+            t.join(timeout=STOP_JOIN_S)
+        records = [r for p in passes.values() for r in p.records]
+        runs = [r for p in passes.values() for r in p.runs]
+        report = _report(engine_name, info, profile, seed_value, modes, expectations, records, runs, passes, start)
+        report.complete = False
+        report.not_run = [n for p in passes.values() for n in p.not_run()]
+        raise CheckInterrupted(interrupt_signal(exc), report, len(runs), len(selected) * len(modes)) from None
     finally:
         for p in passes.values():
             p.close()
+    return _report(engine_name, info, profile, seed_value, modes, expectations, records, runs, passes, start)
+
+
+def _report(engine_name: str, info: Mapping[str, Any], profile: str, seed_value: int, modes: list[Mode],
+            expectations: Expectations | None, records: list[Record], runs: list[ClauseRun],
+            passes: Mapping[str, Pass], start: float) -> Report:
     order = {m: i for i, m in enumerate(("normal", "optimized"))}
     records.sort(key=lambda r: (CLAUSE_ORDER.get(r.clause, len(CLAUSE_ORDER)), order[r.mode],
                                 STATUS_RANK[r.status] * -1, r.signature))
@@ -217,8 +283,8 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
             coverage.setdefault(pair, [])
             if run.clause not in coverage[pair]:
                 coverage[pair].append(run.clause)
-    return Report(kit_version=kvcontract.__version__, engine=info["name"], engine_version=info["version"],
-                  profile=profile, seed=seed_value, modes=modes,
+    return Report(kit_version=kvcontract.__version__, engine=info.get("name", engine_name),
+                  engine_version=info.get("version", "unknown"), profile=profile, seed=seed_value, modes=modes,
                   expectations=expectations.path if expectations else None,
                   engine_source=info.get("source"), records=records, clauses=runs, coverage=coverage,
                   coverage_summary=str(info.get("coverage_summary", "")),

@@ -18,11 +18,20 @@ line's own process:
   a fresh worker;
 - the worker's file descriptors 1 and 2 go to a log file, so engine log lines
   never reach the terminal; the protocol uses a private copy of the original
-  stdout. The log's tail is kept for the report.
+  stdout. The log's tail is kept for the report;
+- nothing outlives the command: each worker leads its own process group, which
+  :meth:`Worker.stop` / :meth:`Worker.close` kill whole (an interrupted run stops its
+  workers first, then writes its partial report); a worker dies with its supervisor
+  (``PR_SET_PDEATHSIG`` on Linux, its spawns made from one long-lived thread so that
+  the signal means the process, plus a guard thread polling the parent that then kills
+  the worker's whole group). Signal handlers belong to the command line's process
+  only: the worker installs none.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import ctypes
 import dataclasses
 import importlib
 import json
@@ -43,6 +52,32 @@ Emit = Callable[[Mapping[str, Any]], None]
 TaskFunction = Callable[[Mapping[str, Any], Emit], Any]
 
 LOG_TAIL_LINES = 40
+SUPERVISOR_ENV = "KVCONTRACT_SUPERVISOR_PID"
+"""The supervisor's pid, as the worker's environment tells it (the parent it must die with)."""
+ORPHAN_POLL_S = 0.25
+_PR_SET_PDEATHSIG = 1
+
+_spawner: concurrent.futures.ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawn(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``Popen`` from one long-lived thread of the supervisor: Linux sends a child's parent-death
+    signal when the *thread* that forked it ends, and a pass's or a load's thread ends long
+    before the worker should."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvcontract-spawner")
+
+        def popen() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(cmd, **kwargs)
+
+        try:
+            future = _spawner.submit(popen)
+        except RuntimeError:  # the interpreter is shutting down
+            return popen()
+    return future.result()
 
 
 @dataclasses.dataclass
@@ -94,19 +129,28 @@ class Worker:
         self.log_path = Path(self._logdir.name) / "worker.log"
         self.starts = 0
         self._next_id = 0
+        self._stopped = False
+        self._lock = threading.Lock()  # _start against stop(): a stopped worker never starts again
 
     # -- lifecycle -------------------------------------------------------------
-    def _start(self) -> subprocess.Popen[bytes]:
+    def _start(self) -> subprocess.Popen[bytes] | None:
+        with self._lock:
+            if self._stopped:
+                return None
+            return self._start_locked()
+
+    def _start_locked(self) -> subprocess.Popen[bytes]:
         cmd = [sys.executable, *(["-O"] if self.optimized else []), "-m", "kvcontract.conformance.run.worker"]
         env = dict(self.env)
+        env[SUPERVISOR_ENV] = str(os.getpid())
         if self.optimized:
             env["PYTHONOPTIMIZE"] = "1"
         else:
             env.pop("PYTHONOPTIMIZE", None)
         log = self.log_path.open("ab")
         try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                    env=env, start_new_session=True)
+            proc = _spawn(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                          env=env, start_new_session=True)
         finally:
             log.close()
         self._lines = queue.Queue()
@@ -119,10 +163,12 @@ class Worker:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+        # The whole group, even when its leader has exited already: what the engine started
+        # in it dies too (the group's id is not reused while the group has a member).
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            if proc.poll() is None:
                 proc.kill()
         proc.wait()
         for stream in (proc.stdin, proc.stdout):
@@ -131,6 +177,17 @@ class Worker:
                     stream.close()
                 except OSError:
                     pass
+
+    def stop(self) -> None:
+        """Kill the worker's process group now and start no other: an interrupted run. A task
+        running in another thread returns at once (``stopped``), and so does every later one."""
+        with self._lock:
+            self._stopped = True
+            self._kill()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     def alive(self) -> bool:
         """Whether a worker process is running (tasks reuse it)."""
@@ -151,7 +208,9 @@ class Worker:
     def __enter__(self) -> Worker:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self.stop()  # interrupted: no grace for a task that is still running
         self.close()
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -172,6 +231,8 @@ class Worker:
         """
         start = time.monotonic()
         proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
+        if proc is None:
+            return self._stopped_result(start)
         self._next_id += 1
         task_id = self._next_id
         line = json.dumps({"id": task_id, "call": call, "args": args}, default=str) + "\n"
@@ -216,15 +277,23 @@ class Worker:
             return TaskResult("raised", error=str(message.get("raised", "")), where=str(message.get("where", "")),
                               last_event=_event_of(last_event), seconds=seconds)
 
+    def _stopped_result(self, start: float) -> TaskResult:
+        return TaskResult("stopped", error="the run was interrupted; the worker was stopped",
+                          seconds=time.monotonic() - start)
+
     def _hung(self, start: float, last_event: Mapping[str, Any] | None, timeout: float,
               heartbeat: float | None, whole: bool) -> TaskResult:
         self._kill()
+        if self._stopped:
+            return self._stopped_result(start)
         limit = (f"did not finish within its {timeout:g}s limit" if whole or heartbeat is None
                  else f"made no progress for {heartbeat:g}s (per-example limit)")
         return TaskResult("timeout", error=f"the engine {limit}; the worker was killed",
                           last_event=last_event, seconds=time.monotonic() - start)
 
     def _died(self, start: float, last_event: Mapping[str, Any] | None) -> TaskResult:
+        if self._stopped:
+            return self._stopped_result(start)
         proc = self._proc
         code = proc.wait() if proc is not None else 0
         self._kill()
@@ -283,18 +352,50 @@ def _resolve(call: str) -> TaskFunction:
     return function
 
 
+def _supervisor() -> int:
+    """The pid this worker must die with: the supervisor's, as its environment says."""
+    try:
+        return int(os.environ.get(SUPERVISOR_ENV, ""))
+    except ValueError:
+        return os.getppid()
+
+
+def _die_with_parent(parent: int) -> None:
+    """``PR_SET_PDEATHSIG`` (SIGKILL) on Linux: the kernel kills this worker when the supervisor
+    ends, however it ends, even while a task holds the GIL. Checked against ``parent`` after
+    the call, since the supervisor may have gone before it."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the guard thread polls instead
+    if os.getppid() != parent:
+        _kill_own_group()
+
+
+def _kill_own_group() -> None:
+    try:
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # what the engine started in this group, and this worker
+    finally:
+        os._exit(3)
+
+
 def _orphan_guard(parent: int) -> None:
-    """Exit when the supervisor is gone (killed with SIGKILL, it closes no pipe a hung
-    task would notice): a worker never outlives the command that started it."""
+    """Kill this worker's group when the supervisor is gone (killed with SIGKILL, it closes
+    no pipe a hung task would notice): a worker never outlives the command that started
+    it. The fallback of :func:`_die_with_parent`, and what reaches the engine's children."""
     while True:
-        time.sleep(1.0)
+        time.sleep(ORPHAN_POLL_S)
         if os.getppid() != parent:
-            os._exit(3)
+            _kill_own_group()
 
 
 def serve() -> int:
     """The worker's loop: read tasks from stdin, answer on the original stdout."""
-    threading.Thread(target=_orphan_guard, args=(os.getppid(),), daemon=True).start()
+    parent = _supervisor()
+    _die_with_parent(parent)
+    threading.Thread(target=_orphan_guard, args=(parent,), daemon=True).start()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # fd 1 -> the log file the supervisor gave as stderr
     sys.stdout = sys.stderr

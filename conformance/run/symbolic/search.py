@@ -91,6 +91,7 @@ from kvcontract.conformance.run.symbolic.report import (
     SymbolicReport,
 )
 from kvcontract.conformance.run.worker import last_frame
+from kvcontract.usage import interrupt_name
 
 OPERATIONS = SEARCH_OPERATIONS
 """The operation groups a run can select (``--ops``)."""
@@ -372,6 +373,8 @@ def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S,
         raise SearchError(f"unknown operation(s) {', '.join(unknown_ops)}; choose from {', '.join(OPERATIONS)}")
     modes = optimize_modes(optimize)
     workers = {m: Worker(optimized=m == "optimized") for m in modes}
+    live: LiveReport | None = None
+    threads: list[threading.Thread] = []
     try:
         info_result = workers[modes[0]].run(INFO_TASK, {"engine": engine_name}, timeout=180.0)
         if not info_result.ok:
@@ -411,16 +414,11 @@ def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S,
             results[mode] = workers[mode].run(SYMBOLIC_TASK, args, timeout=wall, heartbeat=120.0,
                                               on_event=lambda e: live.event(mode, e))
 
-        threads = [threading.Thread(target=one, args=(m,), name=f"kvcontract-symbolic-{m}") for m in modes]
-        try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        except KeyboardInterrupt:
-            report.stopped = "interrupted"
-            live.write()
-            raise
+        threads += [threading.Thread(target=one, args=(m,), name=f"kvcontract-symbolic-{m}") for m in modes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
         problems = []
         for mode in modes:
             result = results.get(mode)
@@ -453,6 +451,17 @@ def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S,
             report.records.sort(key=lambda r: (CLAUSE_ORDER.get(r.clause, len(CLAUSE_ORDER)), r.mode, r.signature))
             live.write()
         return report
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through the command line's handler
+        for w in workers.values():
+            w.stop()  # its process group killed at once; a running task returns "stopped"
+        for t in threads:
+            t.join(timeout=10.0)
+        if live is not None:  # the report so far, marked stopped
+            with live.lock:
+                live.report.stopped = f"interrupted by {interrupt_name(exc)}"
+                live.report.complete = False
+                live.write()
+        raise
     finally:
         for w in workers.values():
             w.close()
