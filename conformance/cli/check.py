@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +18,32 @@ from kvcontract.conformance.cli.options import (
     add_xfails,
     comma_list,
     progress_printer,
+    writable_dir,
+    writable_file,
 )
-from kvcontract.conformance.contract.laws import known_clauses
+from kvcontract.conformance.contract.laws import CLAUSE_ORDER, known_clauses
 from kvcontract.conformance.engines.protocol import SOURCE_SEPARATOR
-from kvcontract.conformance.reports.check import render_table, write_json, write_junit
+from kvcontract.conformance.reports.check import Report, write_json
 from kvcontract.conformance.reports.diff import apply_baseline, read_report
 from kvcontract.conformance.reports.diff import render as render_diff
-from kvcontract.conformance.reports.expectations import XfailsError, check_xfails_options
+from kvcontract.conformance.reports.expectations import (
+    XfailsError,
+    check_xfails_options,
+    load_xfails,
+)
+from kvcontract.conformance.reports.gate import (
+    Gate,
+    needing_attention,
+    render_console,
+    write_junit,
+    write_repros,
+)
 from kvcontract.conformance.run.session import (
     CLAUSE_TIMEOUT_S,
     EXAMPLE_TIMEOUT_S,
+    CheckInterrupted,
     EngineLoadError,
+    keep_partial,
     run_check,
 )
 from kvcontract.usage import UsageError
@@ -38,8 +54,10 @@ def register(subparsers: Any) -> None:
         "check", help="run every clause against an engine (normal and -O)",
         description="Check an engine against every clause of the contract, in the normal interpreter "
                     "and under python -O, each in a supervised worker. Every distinct finding "
-                    "(clause x mode x signature) is reported with its repro snippet. Exit 0 when "
-                    "nothing failed, 1 otherwise, 2 on a usage error.")
+                    "(clause x mode x signature) is reported; the console lists the findings that "
+                    "need attention one a line, each with its repro file (--repro-dir), and ends "
+                    "with the verdict. Exit 0 when nothing failed (with --baseline: nothing new), "
+                    "1 otherwise, 2 on a usage error.")
     add_engine(check)
     check.add_argument("--engine-path", metavar="DIR",
                        help="check the engine from a source checkout: DIR holds its package (for vllm: "
@@ -48,10 +66,18 @@ def register(subparsers: Any) -> None:
     add_profile(check)
     add_optimize(check)
     add_json(check, "the report (schema 'check' v2)")
-    check.add_argument("--junit", metavar="FILE", help="write the report as JUnit XML")
+    check.add_argument("--junit", metavar="FILE",
+                       help="write JUnit XML: one testcase per clause x mode, failed only by a finding "
+                            "that needs attention, skipped when it has only known findings")
+    check.add_argument("--repro-dir", metavar="DIR",
+                       help="write one repro file per finding that needs attention (at most 200) and "
+                            "INDEX.txt (default: <json stem>-repros/ beside --json, else ./kvcontract-repros/)")
+    check.add_argument("--verbose", action="store_true",
+                       help="also print every message and repro snippet, and every known finding")
     add_seed(check, "the hypothesis random phase")
     add_xfails(check)
-    check.add_argument("--clauses", metavar="IDS", help="comma-separated clause IDs (default: all)")
+    check.add_argument("--clauses", metavar="IDS",
+                       help="comma-separated clause IDs, any case (default: all)")
     check.add_argument("--clause-timeout", type=float, default=CLAUSE_TIMEOUT_S, metavar="S",
                        help=f"seconds one clause may run before it is stopped (default {CLAUSE_TIMEOUT_S:g})")
     check.add_argument("--example-timeout", type=float, default=EXAMPLE_TIMEOUT_S, metavar="S",
@@ -64,15 +90,73 @@ def register(subparsers: Any) -> None:
     check.set_defaults(func=run)
 
 
+def select_clauses(value: str | None) -> list[str] | None:
+    """``--clauses``: IDs matched case-insensitively; an unknown one is a usage error
+    that lists the valid IDs."""
+    clauses = comma_list(value, "--clauses")
+    if not clauses:
+        return clauses
+    known = {c.upper(): c for c in known_clauses()}
+    unknown = [c for c in clauses if c.upper() not in known]
+    if unknown:
+        valid = sorted(known.values(), key=lambda c: (CLAUSE_ORDER.get(c, len(CLAUSE_ORDER)), c))
+        raise UsageError(f"--clauses: no law for {', '.join(unknown)}; valid IDs: {', '.join(valid)}")
+    return list(dict.fromkeys(known[c.upper()] for c in clauses))
+
+
+def repro_dir(args: argparse.Namespace) -> Path:
+    if args.repro_dir:
+        return Path(args.repro_dir)
+    if args.json:
+        json_path = Path(args.json)
+        return json_path.with_name(f"{json_path.stem}-repros")
+    return Path("kvcontract-repros")
+
+
+def validate_outputs(args: argparse.Namespace) -> Path | None:
+    """Every output path, before the engine loads (exit 2 with what to fix)."""
+    writable_file(args.json, "--json")
+    writable_file(args.junit, "--junit")
+    if args.json and args.junit and Path(args.json).resolve() == Path(args.junit).resolve():
+        raise UsageError("--json and --junit name the same file; give each its own")
+    if args.baseline and args.json and Path(args.baseline).resolve() == Path(args.json).resolve():
+        raise UsageError("--json would overwrite --baseline; write this check's report elsewhere")
+    directory = repro_dir(args)
+    if args.repro_dir or args.json:
+        writable_dir(directory, "--repro-dir")
+        return directory
+    try:  # the default in the current directory: a read-only one only loses the repro files
+        writable_dir(directory, "--repro-dir")
+    except UsageError as exc:
+        print(f"warning: no repro files ({exc}); give --repro-dir DIR", file=sys.stderr)
+        return None
+    return directory
+
+
+def expectation_warnings(report: Report) -> list[str]:
+    """A loud word when the expectations file names another engine or release."""
+    if not report.expectations:
+        return []
+    try:
+        expectations = load_xfails(report.expectations)
+    except XfailsError:
+        return []
+    engine, version = expectations.engine, expectations.version
+    norm = str.lower
+    if norm(engine) == norm(report.engine) and version == report.engine_version:
+        return []
+    made_for = f"{engine or '(no engine)'} {version or '(no version)'}"
+    return [f"expectations file {report.expectations} is for {made_for}, but the engine is "
+            f"{report.engine} {report.engine_version}: its known findings may not match; give --xfails "
+            "for this release or --no-xfails"]
+
+
 def run(args: argparse.Namespace) -> int:
     check_xfails_options(args.xfails, args.no_xfails)
-    clauses = comma_list(args.clauses, "--clauses")
-    if clauses:
-        unknown = set(clauses) - known_clauses()
-        if unknown:
-            raise UsageError(f"no law for clause(s) {', '.join(sorted(unknown))}")
+    clauses = select_clauses(args.clauses)
     if args.clause_timeout <= 0 or args.example_timeout <= 0:
         raise UsageError("--clause-timeout and --example-timeout must be positive")
+    directory = validate_outputs(args)
     baseline = read_report(args.baseline) if args.baseline else None  # a bad file fails before the run
     engine = args.engine
     if args.engine_path:
@@ -89,19 +173,29 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"engine {args.engine!r} cannot be loaded: {exc}") from None
     except XfailsError as exc:
         raise UsageError(str(exc)) from None
-    print(render_table(report))
-    if args.json:
-        write_json(report, args.json)
-    if args.junit:
-        write_junit(report, args.junit)
-    if not report.clauses:
-        print("error: no clause was run", file=sys.stderr)
-        return 1
-    if baseline is not None:
-        delta = apply_baseline(report, args.baseline, base=baseline)
-        print("\n" + render_diff(delta))
-        return delta.exit_code
-    return 0 if report.ok else 1
+    except CheckInterrupted as exc:
+        return keep_partial(exc, args.json, args.junit)
+    report.warnings += expectation_warnings(report)
+    for warning in report.warnings:
+        print(f"WARNING: {warning}", file=sys.stderr, flush=True)
+    delta = apply_baseline(report, args.baseline, base=baseline) if baseline is not None else None
+    gate = Gate(report=report, attention=needing_attention(report, delta), delta=delta)
+    outputs: list[tuple[str, str | Path | None, Callable[[str | Path], None]]] = [
+        ("--repro-dir", directory, lambda p: write_repros(gate, p)),
+        ("--json", args.json, lambda p: write_json(report, p)),
+        ("--junit", args.junit, lambda p: write_junit(gate, p))]
+    for option, path, write in outputs:
+        if not path:
+            continue
+        try:
+            write(path)
+        except OSError as exc:
+            gate.output_errors.append(f"{option} {path} not written: {exc.strerror or exc}")
+            print(f"error: {option} {path} not written: {exc.strerror or exc}", file=sys.stderr)
+    if args.verbose and delta is not None:
+        print(render_diff(delta) + "\n")
+    print(render_console(gate, verbose=args.verbose))
+    return gate.exit_code
 
 
 __all__ = ["register", "run"]

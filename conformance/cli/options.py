@@ -11,11 +11,14 @@ the help text of its own output.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from kvcontract.conformance.reports.check import OPTIMIZE_CHOICES, optimize_modes
 from kvcontract.options import add_json, add_quiet, add_seed, comma_list
+from kvcontract.usage import UsageError
 
 __all__ = [
     "add_engine",
@@ -28,6 +31,8 @@ __all__ = [
     "comma_list",
     "optimize_modes",
     "progress_printer",
+    "writable_dir",
+    "writable_file",
 ]
 
 ENGINE_HELP = ("builtin name (see `kvcontract engines`), mutant:<name>, an installed entry point "
@@ -74,3 +79,48 @@ def progress_printer(quiet: bool) -> Callable[[str], None] | None:
         print(line, file=sys.stderr, flush=True)
 
     return progress
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path(".")
+
+
+def _creatable(path: Path, option: str) -> None:
+    """``path`` does not exist: its nearest existing ancestor must be a writable folder."""
+    ancestor = _nearest_existing(path.parent if str(path.parent) else Path("."))
+    if not ancestor.is_dir():
+        raise UsageError(f"{option} {path}: {ancestor} is not a directory; give a path under a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: directory {ancestor} is not writable; choose another path")
+
+
+def writable_file(value: str | None, option: str) -> None:
+    """An output file (``--json FILE``): not a directory, and writable or creatable (its
+    missing parent folders are created when it is written). Raises :class:`UsageError`
+    before any work is done, so that a run's results are never lost to a bad path."""
+    if not value:
+        return
+    path = Path(value)
+    if path.is_dir() or value.endswith(("/", os.sep)):
+        raise UsageError(f"{option} {value} is a directory; give a file name, e.g. {option} "
+                         f"{path / ('report.xml' if option == '--junit' else 'report.json')}")
+    if path.exists():
+        if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {value} is not writable; choose another path or fix its permissions")
+        return
+    _creatable(path, option)
+
+
+def writable_dir(value: str | Path, option: str) -> None:
+    """An output folder (``--repro-dir DIR``): a writable folder, or creatable."""
+    path = Path(value)
+    if path.exists():
+        if not path.is_dir():
+            raise UsageError(f"{option} {value} exists and is not a directory; give a directory")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {value} is not writable; choose another directory")
+        return
+    _creatable(path, option)

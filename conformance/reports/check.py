@@ -13,11 +13,14 @@ Schema ``check`` version 2 (version 1 had one record per clause x mode):
   examples, (kind, field) pairs exercised of the total, time);
 - ``coverage``: ``"Kind.field"`` -> the clauses whose examples exercised it;
 - ``engine_log``: per mode, the last lines the engine printed (captured, not shown).
+- ``complete`` (default true) and ``not_run``: a run stopped by SIGINT or SIGTERM
+  writes what ran, with ``complete`` false and the clause x mode runs it did not finish.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 from xml.sax.saxutils import escape, quoteattr
@@ -97,6 +100,13 @@ class Summary(pydantic.BaseModel):
     seconds: float
 
 
+class NotRun(pydantic.BaseModel):
+    """A clause x mode an interrupted run did not run to its end."""
+
+    clause: str
+    mode: Mode
+
+
 class Report(ReportHeader):
     """A whole ``kvcontract check`` run."""
 
@@ -113,11 +123,17 @@ class Report(ReportHeader):
     coverage_summary: str = ""
     """One line: how much of the engine's surface the contract classifies (ROLE-COVER-1)."""
     engine_log: dict[str, list[str]] = {}
+    warnings: list[str] = []
+    """What the reader must know, e.g. an expectations file made for another release."""
     summary: Summary
+    complete: bool = True
+    """False for a run stopped by a signal (SIGINT, SIGTERM): ``records`` hold what ran."""
+    not_run: list[NotRun] = []
+    """For an incomplete run: each clause x mode that did not run (or did not finish)."""
 
     @property
     def ok(self) -> bool:
-        return not self.summary.failed
+        return not self.summary.failed and self.complete
 
 
 def summarize(records: Iterable[Record], seconds: float) -> Summary:
@@ -133,32 +149,70 @@ def write_json(report: Report, path: str | Path) -> None:
     write_atomic(path, report.model_dump_json(indent=2) + "\n")
 
 
-def write_junit(report: Report, path: str | Path) -> None:
-    """One testsuite per mode, one testcase per finding (or per clause without one)."""
+def write_junit(report: Report, path: str | Path, *, attention: Sequence[Record] | None = None,
+                known: Sequence[Record] | None = None, repros: Mapping[tuple[str, str, str], str] | None = None,
+                known_as: str = "xfail", label: str = "") -> None:
+    """One testsuite per mode, one testcase per clause x mode (classname
+    ``kvcontract.<engine>.<mode>``, name the clause ID). A case fails when it has a finding
+    that needs attention (``attention``, default the failing ones; an ``error`` element when
+    all of those are kit errors), is skipped when it has only ``known`` findings (default
+    xfail) or the clause was skipped, and passes otherwise. The failure lists each finding's
+    signature and its repro file (``repros``)."""
+    def key(r: Record) -> tuple[str, str, str]:
+        return (r.clause, r.mode, r.signature)
+
+    attention = [r for r in report.records if r.status in FAILING] if attention is None else attention
+    known = [r for r in report.records if r.status == "xfail"] if known is None else known
+    repros = repros or {}
+    wanted, expected = {key(r) for r in attention}, {key(r) for r in known}
+    seconds = {(run.clause, run.mode): run.seconds for run in report.clauses}
+    cells: dict[tuple[str, str], list[Record]] = {}
+    for r in report.records:
+        cells.setdefault((r.clause, r.mode), []).append(r)
+    engine = re.sub(r"[^A-Za-z0-9_-]+", "_", report.engine)
     parts = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>"]
     for mode in report.modes:
-        records = [r for r in report.records if r.mode == mode]
-        failures = sum(r.status in ("fail", "xpass") for r in records)
-        errors = sum(r.status == "error" for r in records)
-        skipped = sum(r.status in ("skip", "xfail") for r in records)
-        name = quoteattr(f"kvcontract.{report.engine}.{mode}")
-        parts.append(f'  <testsuite name={name} tests="{len(records)}" failures="{failures}" '
-                     f'errors="{errors}" skipped="{skipped}">')
-        for r in records:
-            case = f"{r.clause}[{r.signature}]" if r.signature else r.clause
-            parts.append(f'    <testcase classname={quoteattr(f"kvcontract.{mode}")} '
-                         f'name={quoteattr(case)} time="{r.seconds:.3f}">')
-            body = escape(f"{r.message}\n\n{r.snippet}")
-            if r.status in ("fail", "xpass"):
-                parts.append(f'      <failure message={quoteattr(r.message)}>{body}</failure>')
-            elif r.status == "error":
-                parts.append(f'      <error message={quoteattr(r.message)}>{body}</error>')
-            elif r.status in ("skip", "xfail"):
-                parts.append(f'      <skipped message={quoteattr(f"{r.status}: {r.message}")}/>')
-            parts.append("    </testcase>")
+        cases: list[str] = []
+        totals = {"failures": 0, "errors": 0, "skipped": 0}
+        classname = quoteattr(f"kvcontract.{engine}.{mode}")
+        for (clause, cell_mode), records in cells.items():
+            if cell_mode != mode:
+                continue
+            head = (f"    <testcase classname={classname} name={quoteattr(clause)} "
+                    f'time="{seconds.get((clause, mode), sum(r.seconds for r in records)):.3f}"')
+            bad = [r for r in records if key(r) in wanted]
+            ok_known = [r for r in records if key(r) in expected]
+            if bad:
+                kind = "error" if all(r.status == "error" for r in bad) else "failure"
+                totals["errors" if kind == "error" else "failures"] += 1
+                named = ", ".join(r.signature for r in bad[:10])
+                more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
+                message = f"{len(bad)} finding(s) need attention: {named}{more}"
+                body = "\n".join(f"{label}{r.status} {r.clause} [{r.mode}] {r.signature}  "
+                                 f"repro: {repros.get(key(r), '(none)')}\n    {r.message}" for r in bad)
+                cases.append(f"{head}>\n      <{kind} message={quoteattr(message)}>{escape(body)}</{kind}>\n"
+                             "    </testcase>")
+            elif ok_known:
+                totals["skipped"] += 1
+                cases.append(f"{head}>\n      <skipped message="
+                             f"{quoteattr(f'known: {len(ok_known)} finding{_s(ok_known)} ({known_as})')}/>\n    </testcase>")
+            elif all(r.status == "skip" for r in records):
+                totals["skipped"] += 1
+                reason = next((r.message for r in records if r.message), "skipped")
+                cases.append(f"{head}>\n      <skipped message={quoteattr(f'skip: {reason}')}/>\n    </testcase>")
+            else:
+                cases.append(f"{head}/>")
+        name = quoteattr(f"kvcontract.{engine}.{mode}")
+        parts.append(f'  <testsuite name={name} tests="{len(cases)}" failures="{totals["failures"]}" '
+                     f'errors="{totals["errors"]}" skipped="{totals["skipped"]}">')
+        parts += cases
         parts.append("  </testsuite>")
     parts.append("</testsuites>")
     write_atomic(path, "\n".join(parts) + "\n")
+
+
+def _s(items: Sequence[object]) -> str:
+    return "" if len(items) == 1 else "s"
 
 
 def _status(records: list[Record]) -> str:
@@ -170,8 +224,10 @@ def _status(records: list[Record]) -> str:
     return f"{worst}({findings})" if findings > 1 else worst
 
 
-def render_table(report: Report) -> str:
-    """Clause | level | normal | optimized | examples | covered | time, then each failure's snippet."""
+def render_header(report: Report) -> list[str]:
+    """The engine line, source, expectations, coverage, then the table: clause | level |
+    normal | optimized | examples | covered | time (each cell the worst status, with the
+    number of findings)."""
     by_clause: dict[str, dict[str, list[Record]]] = {}
     for r in report.records:
         by_clause.setdefault(r.clause, {}).setdefault(r.mode, []).append(r)
@@ -195,14 +251,12 @@ def render_table(report: Report) -> str:
         pairs = max((f"{r.covered_pairs}/{r.total_pairs}" for r in clause_runs if r.total_pairs), default="-")
         rows.append([clause, level, _status(modes.get("normal", [])), _status(modes.get("optimized", [])),
                      examples, pairs, f"{seconds:.2f}s"])
-    lines += ["", *text_table(["clause", "level", "normal", "optimized", "examples", "pairs", "time"], rows,
-                              align="<<<<>>>")]
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(report.summary.counts.items()))
-    lines += ["", f"{counts} in {report.summary.seconds:.1f}s"]
-    if not report.clauses and not report.records:
-        lines.append("no clause was run")
-    lines += render_findings(report.records, "known failures (xfail, each with a pinned witness):")
-    return "\n".join(lines)
+    if rows:
+        lines += ["", *text_table(["clause", "level", "normal", "optimized", "examples", "pairs", "time"], rows,
+                                  align="<<<<>>>")]
+    else:
+        lines += ["", "no clause was run"]
+    return lines
 
 
 def render_findings(records: Iterable[Record], xfail_heading: str) -> list[str]:
