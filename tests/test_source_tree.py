@@ -112,10 +112,13 @@ def test_check_baseline_names_the_one_new_finding_of_a_regression(tmp_path: Path
     assert head.returncode == 1, head.stdout[-3000:] + head.stderr[-3000:]
     assert "new findings by subject (1):" in head.stdout
     assert "  field non_causal_multi_token_decode:" in head.stdout
-    new = [line for line in head.stdout.splitlines() if line.startswith("=== NEW ")]
+    # one line per new finding, each naming its repro file; the repro imports the checked tree
+    new = [line for line in head.stdout.splitlines() if line.startswith("  NEW ")]
     assert new and all("non_causal_multi_token_decode" in line for line in new), new
-    assert str(head_tree.resolve()) in head.stdout  # the repro imports the checked tree
+    repros = sorted((tmp_path / "head-repros").glob("*.py"))
+    assert repros and str(head_tree.resolve()) in repros[0].read_text()
+    assert head.stdout.rstrip().splitlines()[-1].startswith("verdict: FAIL")
 
     same = _check(base_tree, tmp_path / "again.json", "--baseline", str(base_json))
     assert same.returncode == 0, same.stdout[-3000:]
-    assert "result: nothing new" in same.stdout
+    assert same.stdout.rstrip().splitlines()[-1].startswith("verdict: PASS")

@@ -239,6 +239,21 @@ def _describe(side: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def subject_lines(result: DiffResult) -> list[str]:
+    """The new findings grouped by subject, one line each (none when nothing is new)."""
+    by_subject = result.new_by_subject()
+    if not by_subject:
+        return []
+    lines = ["", f"new findings by subject ({len(by_subject)}):"]
+    for what, found in by_subject.items():
+        clauses = sorted({f.clause for f in found})
+        kinds = sorted({k for f in found for k in _kinds(f.signature)})
+        modes = sorted({f.mode for f in found})
+        lines.append(f"  {what}: {len(found)} record(s) — {', '.join(clauses)}"
+                     f"{' on ' + ', '.join(kinds) if kinds else ''} ({', '.join(modes)})")
+    return lines
+
+
 def render(result: DiffResult) -> str:
     """The terminal summary: counts, then every new finding with its message and repro."""
     lines = [f"kvcontract diff: {result.base.get('name', 'BASE')} -> {result.head.get('name', 'HEAD')}",
@@ -248,14 +263,7 @@ def render(result: DiffResult) -> str:
              f" (present = {', '.join(sorted(PRESENT))})"]
     lines += [f"warning: {w}" for w in result.warnings]
     by_subject = result.new_by_subject()
-    if by_subject:
-        lines += ["", f"new findings by subject ({len(by_subject)}):"]
-        for what, found in by_subject.items():
-            clauses = sorted({f.clause for f in found})
-            kinds = sorted({k for f in found for k in _kinds(f.signature)})
-            modes = sorted({f.mode for f in found})
-            lines.append(f"  {what}: {len(found)} record(s) — {', '.join(clauses)}"
-                         f"{' on ' + ', '.join(kinds) if kinds else ''} ({', '.join(modes)})")
+    lines += subject_lines(result)
     for f in result.new:
         lines += ["", f"=== NEW {f.label} {f.title}".rstrip(), f.message or "(no message)"]
         if f.where:

@@ -30,7 +30,7 @@ from kvcontract.conformance.reports.check import (
     render_header,
 )
 from kvcontract.conformance.reports.check import write_junit as check_junit
-from kvcontract.conformance.reports.diff import DiffResult
+from kvcontract.conformance.reports.diff import DiffResult, subject_lines
 from kvcontract.reports import write_atomic
 
 CONSOLE_LIMIT = 10
@@ -217,6 +217,7 @@ def render_console(gate: Gate, *, verbose: bool = False, limit: int = CONSOLE_LI
         lines += [f"warning: {w}" for w in d.warnings]
         if d.unjudged:
             lines.append(f"not compared (judged on one side only): {len(d.unjudged)} clause x mode")
+        lines += subject_lines(d)
     known = gate.known
     if known and not verbose:
         what = "unchanged from the baseline" if gate.delta is not None else "xfail"
