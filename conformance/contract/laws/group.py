@@ -6,7 +6,7 @@ size across groups, and mergeable layers together."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from kvcontract import reference
 from kvcontract.conformance.contract import shapes
@@ -169,14 +169,24 @@ def _member_changes(got: KVCacheSpec, layer: KVCacheSpec) -> list[str]:
     return found
 
 
-def check_group_merged(engine: Engine, ex: Example) -> None:
+GroupView = tuple[EngineGroup, list[KVCacheSpec], list[str], dict[str, KVCacheSpec]]
+
+
+def _unified_groups(engine: Engine, ex: Example) -> Iterator[GroupView]:
+    """Each group the engine built for a judgeable table, with its members' specs after
+    page unification, their kind names and the unified table (nothing when grouping
+    cannot be judged; the table is unified only then)."""
     groups = _judged_groups(engine, ex)
     if groups is None:
         return
     table = _unified(dict(ex.table))
     for g in groups:
         members = _group_members(g, table)
-        kinds = [type(m).__name__ for m in members]
+        yield g, members, [type(m).__name__ for m in members], table
+
+
+def check_group_merged(engine: Engine, ex: Example) -> None:
+    for g, members, kinds, table in _unified_groups(engine, ex):
         if g.spec is None:
             diffs = {n: [x for x in _member_changes(s, table[n]) if x not in engine.unsupported_fields(type(s))]
                      for n, s in (g.member_specs or {}).items()}
@@ -205,13 +215,7 @@ def check_group_merged(engine: Engine, ex: Example) -> None:
 
 
 def check_group_compat(engine: Engine, ex: Example) -> None:
-    groups = _judged_groups(engine, ex)
-    if groups is None:
-        return
-    table = _unified(dict(ex.table))
-    for g in groups:
-        members = _group_members(g, table)
-        kinds = [type(m).__name__ for m in members]
+    for g, members, kinds, _table in _unified_groups(engine, ex):
         specs = [(g.member_specs or {}).get(n, g.spec) for n in g.layer_names]
         block_sizes = {s.block_size for s in specs if s is not None}
         if len(block_sizes) > 1:
