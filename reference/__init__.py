@@ -31,7 +31,15 @@ from kvcontract.reference.merge import (
     merge,
     unify_page_sizes,
 )
-from kvcontract.reference.roles import AnnotationRule, Role, is_advisory, role_of, rule_of
+from kvcontract.reference.roles import (
+    AnnotationRule,
+    Role,
+    advisory_reason,
+    is_advisory,
+    relied_on_by,
+    role_of,
+    rule_of,
+)
 from kvcontract.reference.specs import (
     BASE_KINDS,
     CONTAINER_KINDS,
@@ -65,7 +73,7 @@ __all__ = [
     "InvalidSpec", "KVCacheGroup", "KVCacheSpec", "KVDtype", "KVQuantMode", "MLAAttentionSpec",
     "MambaSpec", "MambaType", "RSWASpec", "Role", "SinkFullAttentionSpec", "SlidingWindowMLASpec",
     "SlidingWindowSpec", "SparseCacheRole", "group_layers", "is_uniform", "load_layer_table",
-    "full_allocation_form", "is_advisory", "merge", "role_of", "rule_of", "spec_fields", "unify_page_sizes",
+    "advisory_reason", "full_allocation_form", "is_advisory", "relied_on_by", "merge", "role_of", "rule_of", "spec_fields", "unify_page_sizes",
     # runtime dispatch (spec chapter DISPATCH)
     "DispatchError", "InvalidRoutingRequest", "QueryLenSupport", "Routing", "RoutingRequest",
     "decode_threshold_of", "route",

@@ -14,6 +14,11 @@ from typing import Any, Final
 ROLE_KEY: Final = "kvcontract.role"
 RULE_KEY: Final = "kvcontract.rule"
 ADVISORY_KEY: Final = "kvcontract.advisory"
+ADVISORY_REASON_KEY: Final = "kvcontract.advisory_reason"
+RELIED_KEY: Final = "kvcontract.relied_on_by"
+"""Field metadata key: who relies on the field's value in a group's merged spec (or, where
+the engine reads per-layer specs instead, in those), engine-neutral first, then the vLLM
+0.34.0 code as ``vllm/<path>.py:<line> `<name>` in <function>`` (ROLE-TABLE-1)."""
 
 
 class Role(enum.Enum):
@@ -39,32 +44,66 @@ class AnnotationRule(enum.Enum):
     value is that common value, or None when no member sets it."""
 
 
-def layout(default: Any = dataclasses.MISSING) -> Any:
-    """A LAYOUT field (ROLE-LAYOUT-1)."""
-    return dataclasses.field(default=default, metadata={ROLE_KEY: Role.LAYOUT})
+def _metadata(role: Role, relied_on_by: str | None, advisory: bool | str,
+              **extra: Any) -> dict[str, Any]:
+    """The metadata of a field of ``role``: its citation and, when no engine code reads
+    the field's value in a group's merged spec, ``advisory`` with the reason (a string;
+    ``True`` alone is accepted, but the citation test asks for the reason)."""
+    metadata: dict[str, Any] = {ROLE_KEY: role, ADVISORY_KEY: bool(advisory), **extra}
+    if relied_on_by:
+        metadata[RELIED_KEY] = relied_on_by
+    if isinstance(advisory, str) and advisory:
+        metadata[ADVISORY_REASON_KEY] = advisory
+    return metadata
 
 
-def allocation(default: Any = dataclasses.MISSING) -> Any:
-    """An ALLOCATION field (ROLE-ALLOCATION-1)."""
-    return dataclasses.field(default=default, metadata={ROLE_KEY: Role.ALLOCATION})
+def layout(default: Any = dataclasses.MISSING, *, relied_on_by: str | None = None,
+           advisory: bool | str = False) -> Any:
+    """A LAYOUT field (ROLE-LAYOUT-1); ``advisory`` (the reason) when nothing reads the
+    merged value, so a breach that involves only it is a SHOULD (MERGE-ANNOTATION-2)."""
+    return dataclasses.field(default=default, metadata=_metadata(Role.LAYOUT, relied_on_by, advisory))
 
 
-def capability(default: bool = False) -> Any:
-    """A CAPABILITY field (ROLE-CAPABILITY-1): always a flag, unioned by merge."""
-    return dataclasses.field(default=default, metadata={ROLE_KEY: Role.CAPABILITY})
+def allocation(default: Any = dataclasses.MISSING, *, relied_on_by: str | None = None,
+               advisory: bool | str = False) -> Any:
+    """An ALLOCATION field (ROLE-ALLOCATION-1); ``advisory`` as for :func:`layout`."""
+    return dataclasses.field(default=default, metadata=_metadata(Role.ALLOCATION, relied_on_by, advisory))
 
 
-def annotation(default: Any, rule: AnnotationRule, *, advisory: bool = False) -> Any:
-    """An ANNOTATION field merged by ``rule`` (ROLE-ANNOTATION-1); ``advisory`` when
-    engines document it as never affecting grouping (MERGE-ANNOTATION-2)."""
+def capability(default: bool = False, *, relied_on_by: str | None = None,
+               advisory: bool | str = False) -> Any:
+    """A CAPABILITY field (ROLE-CAPABILITY-1): always a flag, unioned by merge;
+    ``advisory`` as for :func:`layout`."""
+    return dataclasses.field(default=default, metadata=_metadata(Role.CAPABILITY, relied_on_by, advisory))
+
+
+def annotation(default: Any, rule: AnnotationRule, *, relied_on_by: str | None = None,
+               advisory: bool | str = False) -> Any:
+    """An ANNOTATION field merged by ``rule`` (ROLE-ANNOTATION-1); ``advisory`` (the
+    reason) when nothing reads the merged value (MERGE-ANNOTATION-2)."""
     return dataclasses.field(
-        default=default, metadata={ROLE_KEY: Role.ANNOTATION, RULE_KEY: rule, ADVISORY_KEY: advisory}
+        default=default, metadata=_metadata(Role.ANNOTATION, relied_on_by, advisory, **{RULE_KEY: rule})
     )
 
 
 def is_advisory(f: dataclasses.Field[Any]) -> bool:
-    """Whether ``f`` is an advisory annotation (ROLE-ANNOTATION-1, MERGE-ANNOTATION-2)."""
+    """Whether ``f`` is advisory: no engine code reads its value in a group's merged
+    spec, so a breach that involves only advisory fields is judged by
+    MERGE-ANNOTATION-2, a SHOULD, and by no MUST clause. Any role may be advisory; the
+    role still says how merge treats the field."""
     return bool(f.metadata.get(ADVISORY_KEY, False))
+
+
+def advisory_reason(f: dataclasses.Field[Any]) -> str | None:
+    """Why ``f`` is advisory: what reads it instead of the merged spec, if anything."""
+    reason = f.metadata.get(ADVISORY_REASON_KEY)
+    return reason if isinstance(reason, str) else None
+
+
+def relied_on_by(f: dataclasses.Field[Any]) -> str | None:
+    """The engine code that reads ``f`` in a group's merged spec (ROLE-TABLE-1)."""
+    cited = f.metadata.get(RELIED_KEY)
+    return cited if isinstance(cited, str) else None
 
 
 def role_of(f: dataclasses.Field[Any]) -> Role:

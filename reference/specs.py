@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+from kvcontract.reference import citations as cite
 from kvcontract.reference.dtypes import KVDtype, KVQuantMode, MambaType, SparseCacheRole
 from kvcontract.reference.roles import (
     AnnotationRule,
@@ -58,14 +59,15 @@ def _is_base(cls: type) -> bool:
 class KVCacheSpec:
     """Base of every spec kind: the fields all caches share (ROLE-TABLE-1)."""
 
-    block_size: int = layout()
+    block_size: int = layout(relied_on_by=cite.KVCACHESPEC_BLOCK_SIZE)
     """Tokens per block; with the per-token bytes it sizes a page."""
-    dcp_sharded: bool = allocation(False)
+    dcp_sharded: bool = allocation(False, relied_on_by=cite.KVCACHESPEC_DCP_SHARDED)
     """Whether decode-context parallelism shards token positions across ranks;
     it changes blocks per request."""
-    block_stride_alignment: int | None = layout(None)
+    block_stride_alignment: int | None = layout(None,
+        relied_on_by=cite.KVCACHESPEC_BLOCK_STRIDE_ALIGNMENT)
     """Required byte alignment between physical blocks."""
-    is_draft: bool = annotation(False, AnnotationRule.ANY, advisory=True)
+    is_draft: bool = annotation(False, AnnotationRule.ANY, advisory=cite.KVCACHESPEC_IS_DRAFT)
     """Whether a draft (speculative) model owns the layer; a group holds draft
     layers when any member does."""
 
@@ -90,24 +92,26 @@ class KVCacheSpec:
 class AttentionSpec(KVCacheSpec):
     """Fields of every attention cache; not a kind of its own (SPEC-PAGE-1)."""
 
-    dcp_sharded: bool = allocation(True)
-    max_tp_shards: int | None = layout(None)
+    dcp_sharded: bool = allocation(True, relied_on_by=cite.ATTENTIONSPEC_DCP_SHARDED)
+    max_tp_shards: int | None = layout(None, relied_on_by=cite.ATTENTIONSPEC_MAX_TP_SHARDS)
     """Distinct shards of the page's heads across tensor parallelism; ranks
     beyond hold replicas of the same bytes."""
-    num_kv_heads: int = layout()
-    head_size: int = layout()
-    dtype: KVDtype = layout()
-    head_size_v: int | None = layout(None)
+    num_kv_heads: int = layout(relied_on_by=cite.ATTENTIONSPEC_NUM_KV_HEADS)
+    head_size: int = layout(relied_on_by=cite.ATTENTIONSPEC_HEAD_SIZE)
+    dtype: KVDtype = layout(relied_on_by=cite.ATTENTIONSPEC_DTYPE)
+    head_size_v: int | None = layout(None, relied_on_by=cite.ATTN_PAGE)
     """Value head size; None means equal to ``head_size``."""
-    kv_quant_mode: KVQuantMode = layout(KVQuantMode.NONE)
-    page_size_padded: int | None = layout(None)
+    kv_quant_mode: KVQuantMode = layout(KVQuantMode.NONE,
+        relied_on_by=cite.ATTENTIONSPEC_KV_QUANT_MODE)
+    page_size_padded: int | None = layout(None, relied_on_by=cite.ATTENTIONSPEC_PAGE_SIZE_PADDED)
     """Physical page size when padded beyond the content."""
-    num_head_slots: int | None = layout(None)
+    num_head_slots: int | None = layout(None, relied_on_by=cite.ATTENTIONSPEC_NUM_HEAD_SLOTS)
     """Head slots per page when packing differs from one slot per KV head."""
-    state_content_bytes: int | None = layout(None)
+    state_content_bytes: int | None = layout(None,
+        relied_on_by=cite.ATTENTIONSPEC_STATE_CONTENT_BYTES)
     """Bytes per (head slot, state) cell when packed; None: dense K and V."""
-    kv_head_major_slots: bool = layout(False)
-    tokens_per_state: int = layout(1)
+    kv_head_major_slots: bool = layout(False, relied_on_by=cite.ATTENTIONSPEC_KV_HEAD_MAJOR_SLOTS)
+    tokens_per_state: int = layout(1, relied_on_by=cite.ATTENTIONSPEC_TOKENS_PER_STATE)
     """Tokens compressed into one stored state."""
 
     def __post_init__(self) -> None:
@@ -162,11 +166,13 @@ class AttentionSpec(KVCacheSpec):
 class FullAttentionSpec(AttentionSpec):
     """Full (global) attention: blocks for every token (ROLE-TABLE-1)."""
 
-    sliding_window: int | None = annotation(None, AnnotationRule.COMMON)
+    sliding_window: int | None = annotation(None, AnnotationRule.COMMON,
+        relied_on_by=cite.FULLATTENTIONSPEC_SLIDING_WINDOW)
     """Mask window of a local layer allocated as full attention."""
-    attention_chunk_size: int | None = annotation(None, AnnotationRule.COMMON)
+    attention_chunk_size: int | None = annotation(None, AnnotationRule.COMMON,
+        advisory=cite.FULLATTENTIONSPEC_ATTENTION_CHUNK_SIZE)
     """Mask chunk of a chunked-local layer allocated as full attention."""
-    non_causal: bool = capability()
+    non_causal: bool = capability(advisory=cite.FULLATTENTIONSPEC_NON_CAUSAL)
     """The group serves non-causal (e.g. prefix-LM) attention."""
 
     mutually_exclusive: ClassVar[tuple[tuple[str, ...], ...]] = (
@@ -194,21 +200,23 @@ def _apply_alignment(spec: AttentionSpec) -> None:
 class MLAAttentionSpec(FullAttentionSpec):
     """Multi-head latent attention: one latent vector per token (ROLE-TABLE-1)."""
 
-    head_size_v: int | None = layout(0)
-    cache_dtype_str: str | None = layout(None)
+    head_size_v: int | None = layout(0, relied_on_by=cite.ATTN_PAGE)
+    cache_dtype_str: str | None = layout(None, relied_on_by=cite.MLAATTENTIONSPEC_CACHE_DTYPE_STR)
     """The cache's storage format name (e.g. ``fp8_ds_mla``)."""
-    topk_buffer_width: int | None = layout(None)
+    topk_buffer_width: int | None = layout(None, advisory=cite.MLAATTENTIONSPEC_TOPK_BUFFER_WIDTH)
     """Width of the sparse top-k index buffer the group shares."""
-    alignment: int | None = layout(None)
+    alignment: int | None = layout(None, relied_on_by=cite.ALIGNMENT)
     """Byte multiple a page is padded to (SPEC-PAGE-2)."""
-    model_version: str | None = allocation(None)
-    """Model family tag; layers of different families keep separate groups."""
-    cache_role: SparseCacheRole = layout(SparseCacheRole.SPARSE)
+    model_version: str | None = layout(None, relied_on_by=cite.MLAATTENTIONSPEC_MODEL_VERSION)
+    """Model family tag; one merged spec has one, but it does not keep layers out of a group."""
+    cache_role: SparseCacheRole = layout(SparseCacheRole.SPARSE,
+        relied_on_by=cite.MLAATTENTIONSPEC_CACHE_ROLE)
     """What the cache holds (sparse-attention latents or the indexer's keys); layers of
     different roles keep their own specs but may share a group's block table."""
-    is_index_group_leader: bool = layout(False)
+    is_index_group_leader: bool = layout(False,
+        advisory=cite.MLAATTENTIONSPEC_IS_INDEX_GROUP_LEADER)
     """Whether the layer computes the top-k its index-group followers reuse."""
-    non_causal_multi_token_decode: bool = capability()
+    non_causal_multi_token_decode: bool = capability(advisory=cite.NON_CAUSAL_MTD)
     """The group flattens a non-causal query block into decode rows (DSpark drafts)."""
 
     def __post_init__(self) -> None:
@@ -227,7 +235,7 @@ class HiddenStateCacheSpec(MLAAttentionSpec):
 class RSWASpec(FullAttentionSpec):
     """Reference sliding window: the prompt stays, generated tokens slide."""
 
-    rswa_window: int = allocation()
+    rswa_window: int = allocation(relied_on_by=cite.RSWASPEC_RSWA_WINDOW)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -238,7 +246,7 @@ class RSWASpec(FullAttentionSpec):
 class SinkFullAttentionSpec(FullAttentionSpec):
     """Full attention with static sink tokens held in reserved blocks."""
 
-    sink_len: int | None = allocation(None)
+    sink_len: int | None = allocation(None, relied_on_by=cite.SINKFULLATTENTIONSPEC_SINK_LEN)
     """Sink tokens; the group's block manager reserves blocks for them."""
 
     def __post_init__(self) -> None:
@@ -250,8 +258,9 @@ class SinkFullAttentionSpec(FullAttentionSpec):
 class SlidingWindowSpec(AttentionSpec):
     """Sliding-window attention: blocks below the window are freed."""
 
-    sliding_window: int = allocation()
-    extra_retained_tokens: int = allocation(0)
+    sliding_window: int = allocation(relied_on_by=cite.SLIDINGWINDOWSPEC_SLIDING_WINDOW)
+    extra_retained_tokens: int = allocation(0,
+        relied_on_by=cite.SLIDINGWINDOWSPEC_EXTRA_RETAINED_TOKENS)
     """Tokens kept below the window for multi-module speculative decoding."""
 
     def __post_init__(self) -> None:
@@ -272,13 +281,13 @@ class CircularBufferSpec(AttentionSpec):
 class SlidingWindowMLASpec(SlidingWindowSpec):
     """Sliding-window attention over an MLA latent cache."""
 
-    head_size_v: int | None = layout(0)
-    cache_dtype_str: str | None = layout(None)
-    alignment: int | None = layout(None)
-    model_version: str | None = allocation(None)
-    bounded_replay: bool = allocation(False)
+    head_size_v: int | None = layout(0, relied_on_by=cite.ATTN_PAGE)
+    cache_dtype_str: str | None = layout(None, advisory=cite.SLIDINGWINDOWMLASPEC_CACHE_DTYPE_STR)
+    alignment: int | None = layout(None, relied_on_by=cite.ALIGNMENT)
+    model_version: str | None = layout(None, advisory=cite.SLIDINGWINDOWMLASPEC_MODEL_VERSION)
+    bounded_replay: bool = allocation(False, relied_on_by=cite.SLIDINGWINDOWMLASPEC_BOUNDED_REPLAY)
     """Prefix reuse replays a bounded window instead of caching it."""
-    non_causal_multi_token_decode: bool = capability()
+    non_causal_multi_token_decode: bool = capability(advisory=cite.NON_CAUSAL_MTD)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -289,7 +298,7 @@ class SlidingWindowMLASpec(SlidingWindowSpec):
 class ChunkedLocalAttentionSpec(AttentionSpec):
     """Chunked local attention: a token sees its own chunk only."""
 
-    attention_chunk_size: int = allocation()
+    attention_chunk_size: int = allocation(relied_on_by=cite.CHUNKEDLOCALATTENTIONSPEC_ATTENTION_CHUNK_SIZE)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -310,24 +319,26 @@ class EncoderOnlyAttentionSpec(AttentionSpec):
 class MambaSpec(KVCacheSpec):
     """State-space layer: one fixed-size state per request (SPEC-PAGE-3)."""
 
-    shapes: tuple[tuple[int, ...], ...] = layout()
-    dtypes: tuple[KVDtype, ...] = layout()
-    state_alignment: int = layout(1)
+    shapes: tuple[tuple[int, ...], ...] = layout(relied_on_by=cite.MAMBASPEC_SHAPES)
+    dtypes: tuple[KVDtype, ...] = layout(relied_on_by=cite.MAMBASPEC_DTYPES)
+    state_alignment: int = layout(1, relied_on_by=cite.MAMBASPEC_STATE_ALIGNMENT)
     """Byte alignment of each state within a page."""
-    page_size_padded: int | None = layout(None)
-    mamba_type: MambaType = layout(MambaType.MAMBA2)
-    mamba_cache_mode: str = allocation("none")
-    num_speculative_blocks: int = allocation(0)
-    num_prefill_checkpoint_blocks: int = allocation(0)
+    page_size_padded: int | None = layout(None, relied_on_by=cite.MAMBASPEC_PAGE_SIZE_PADDED)
+    mamba_type: MambaType = layout(MambaType.MAMBA2, relied_on_by=cite.MAMBASPEC_MAMBA_TYPE)
+    mamba_cache_mode: str = allocation("none", relied_on_by=cite.MAMBASPEC_MAMBA_CACHE_MODE)
+    num_speculative_blocks: int = allocation(0, relied_on_by=cite.MAMBASPEC_NUM_SPECULATIVE_BLOCKS)
+    num_prefill_checkpoint_blocks: int = allocation(0,
+        relied_on_by=cite.MAMBASPEC_NUM_PREFILL_CHECKPOINT_BLOCKS)
     """Extra state blocks a request holds for prefill checkpoints (align mode)."""
-    prefill_checkpoint_alignment: int | None = allocation(None)
+    prefill_checkpoint_alignment: int | None = allocation(None,
+        relied_on_by=cite.MAMBASPEC_PREFILL_CHECKPOINT_ALIGNMENT)
     """Token granularity at which a prefill may export a reusable state
     checkpoint; None: no checkpoints."""
-    num_heads: int = layout(1)
+    num_heads: int = layout(1, advisory=cite.MAMBASPEC_NUM_HEADS)
     """Head slots of the page's logical ``[blocks, heads, states, bytes]`` view."""
-    tokens_per_state: int = layout(-1)
+    tokens_per_state: int = layout(-1, advisory=cite.MAMBASPEC_TOKENS_PER_STATE)
     """Tokens per stored state in that view; -1 (the default): one state per block."""
-    tp_replicated: bool = allocation(False)
+    tp_replicated: bool = allocation(False, relied_on_by=cite.MAMBASPEC_TP_REPLICATED)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -375,9 +386,9 @@ class HiSparseHotSpec(KVCacheSpec):
     """HiSparse's per-request hot cache on the device: a fixed number of pages
     of a fixed size per request, never prefix-cached (SPEC-PAGE-4)."""
 
-    page_size: int = layout()
+    page_size: int = layout(relied_on_by=cite.HISPARSEHOTSPEC_PAGE_SIZE)
     """Bytes of one page, given, not derived from ``block_size``."""
-    blocks_per_request: int = allocation()
+    blocks_per_request: int = allocation(relied_on_by=cite.HISPARSEHOTSPEC_BLOCKS_PER_REQUEST)
     """Blocks every request holds, whatever its length."""
 
     def __post_init__(self) -> None:
@@ -395,7 +406,7 @@ class HiSparseResidentSpec(KVCacheSpec):
     """Reclaimable device-resident pages of a host-backed HiSparse cache: blocks
     for the tokens in flight, of a fixed page size (SPEC-PAGE-4)."""
 
-    page_size: int = layout()
+    page_size: int = layout(relied_on_by=cite.HISPARSERESIDENTSPEC_PAGE_SIZE)
     """Bytes of one page, given, not derived from ``block_size``."""
 
     def __post_init__(self) -> None:

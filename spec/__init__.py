@@ -1,7 +1,7 @@
 """The normative text of the contract and its clause catalogue.
 
 ``SPEC.md`` is the contract in prose; ``clauses.toml`` lists every clause
-(ID, title, chapter, level) for code to load. ``tests/test_spec_catalogue.py``
+(ID, title, chapter, level, and the engine code that relies on it) for code to load. ``tests/test_spec_catalogue.py``
 keeps the two in agreement.
 """
 
@@ -32,16 +32,20 @@ CHAPTERS = {
 
 _HEADING = re.compile(r"^### ([A-Z]+(?:-[A-Z0-9]+)*-\d+) — (.+)$")
 _LEVEL = re.compile(r"^\*\*(MUST NOT|MUST|SHOULD NOT|SHOULD|MAY)\.\*\*")
+_RELIED = "*Relied on by:*"
 
 
 @dataclasses.dataclass(frozen=True)
 class Clause:
-    """One normative clause: its stable ID, title, chapter and RFC 2119 level."""
+    """One normative clause: its stable ID, title, chapter and RFC 2119 level, and the
+    engine code that relies on it (``relied_on_by``: required of every MUST clause,
+    tests/test_spec_citations.py; not part of a clause's identity)."""
 
     id: str
     title: str
     chapter: str
     level: str
+    relied_on_by: str = dataclasses.field(default="", compare=False)
 
     @property
     def prefix(self) -> str:
@@ -59,7 +63,8 @@ def load_catalogue() -> tuple[Clause, ...]:
     clauses = []
     for entry in data.get("clause", []):
         try:
-            clause = Clause(entry["id"], entry["title"], entry["chapter"], entry["level"])
+            clause = Clause(entry["id"], entry["title"], entry["chapter"], entry["level"],
+                            str(entry.get("relied_on_by", "")))
         except KeyError as exc:
             raise CatalogueError(f"{CATALOGUE}: clause entry {entry!r} lacks {exc}") from None
         if clause.level not in LEVELS:
@@ -82,7 +87,8 @@ def clause(clause_id: str) -> Clause:
 
 def parse_spec_md(text: str | None = None) -> tuple[Clause, ...]:
     """The clauses as written in SPEC.md: heading ``### ID — Title`` followed by a
-    paragraph starting with the bold level word."""
+    paragraph starting with the bold level word, and optionally a paragraph starting
+    ``*Relied on by:*`` before the next heading."""
     lines = (SPEC_MD.read_text() if text is None else text).splitlines()
     clauses = []
     for index, line in enumerate(lines):
@@ -97,5 +103,21 @@ def parse_spec_md(text: str | None = None) -> tuple[Clause, ...]:
                 level = level_match.group(1) if level_match else None
                 break
         chapter = CHAPTERS.get(clause_id.split("-", 1)[0], "?")
-        clauses.append(Clause(clause_id, title, chapter, level or "?"))
+        clauses.append(Clause(clause_id, title, chapter, level or "?", _relied_paragraph(lines[index + 1 :])))
     return tuple(clauses)
+
+
+def _relied_paragraph(lines: list[str]) -> str:
+    """The text of the clause's ``*Relied on by:*`` paragraph, joined onto one line; ""
+    when the clause (the lines up to the next heading) has none."""
+    for index, line in enumerate(lines):
+        if line.startswith("#"):
+            return ""
+        if line.startswith(_RELIED):
+            words = [line[len(_RELIED):].strip()]
+            for following in lines[index + 1 :]:
+                if not following.strip():
+                    break
+                words.append(following.strip())
+            return " ".join(w for w in words if w)
+    return ""

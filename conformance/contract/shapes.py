@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from kvcontract.conformance.contract import strategies as strat
 from kvcontract.conformance.contract import systematic as sysm
 from kvcontract.conformance.contract.model import Example, Shape
+from kvcontract.reference import is_advisory
 
 # -- strategies and systematic enumerators per example shape -------------------------
 
@@ -47,8 +48,13 @@ def _sys_compatible(domain: strat.Domain) -> Iterator[Example]:
 
 
 def _sys_advisory(domain: strat.Domain) -> Iterator[Example]:
+    """Single specs and compatible lists (advisory fields kept by their rule), and every near
+    miss on an advisory field that its role says must agree (merge rejects it all the same)."""
     yield from _sys_one_spec(domain)
     yield from _sys_compatible(domain)
+    for specs, name in sysm.near_misses(domain):
+        if any(f.name == name and is_advisory(f) for f in dataclasses.fields(specs[0])):
+            yield Example(specs=tuple(specs), field=name)
 
 
 def _permuted(domain: strat.Domain) -> Any:

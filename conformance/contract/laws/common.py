@@ -103,15 +103,24 @@ def merge(engine: Engine, specs: Sequence[KVCacheSpec], ex: Example, call: Merge
 
 
 def fields_differ(got: KVCacheSpec, want: KVCacheSpec, roles: set[Role] | None = None,
-                  advisory: bool = False) -> list[str]:
+                  advisory: bool | None = False) -> list[str]:
     """Fields (of ``roles``) in which ``got`` differs from ``want``: ``["kind"]`` for
-    another kind. Advisory annotations count only with ``advisory`` (then only they
-    do): they are MERGE-ANNOTATION-2's alone (ROLE-ANNOTATION-1)."""
+    another kind. Advisory fields (nothing reads their merged value) count only with
+    ``advisory`` (then only they do): they are MERGE-ANNOTATION-2's alone, a SHOULD
+    (ROLE-TABLE-1); ``advisory=None`` counts every field (a SHOULD clause's own check)."""
     if type(got) is not type(want):
         return ["kind"]
     return [f.name for f in dataclasses.fields(want)
-            if (roles is None or role_of(f) in roles) and is_advisory(f) == advisory
+            if (roles is None or role_of(f) in roles) and (advisory is None or is_advisory(f) == advisory)
             and getattr(got, f.name) != getattr(want, f.name)]
+
+
+def advisory_field(ex: Example) -> bool:
+    """Whether the example's odd field is advisory (nothing reads its merged value): a near
+    miss on it is MERGE-ANNOTATION-2's, a SHOULD, not ERROR-DETECT-1's."""
+    if not ex.field or not ex.specs:
+        return False
+    return any(f.name == ex.field and is_advisory(f) for f in dataclasses.fields(ex.specs[0]))
 
 
 def fields_of(ex: Example) -> list[str]:

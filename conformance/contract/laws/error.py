@@ -12,6 +12,7 @@ from typing import Any
 from kvcontract.conformance.contract import shapes
 from kvcontract.conformance.contract.expectations import Accepted, Message, Raised
 from kvcontract.conformance.contract.laws.common import (
+    advisory_field,
     describe,
     engine_objects,
     fields_of,
@@ -24,7 +25,7 @@ from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.reference import KVDtype
 
 
-def _expect_rejection(engine: Engine, ex: Example) -> BaseException | None:
+def expect_rejection(engine: Engine, ex: Example) -> BaseException | None:
     """The engine's exception for specs that must not merge; None when it merged
     them (into a valid spec or, equally accepted, an invalid one)."""
     objs = engine_objects(engine, ex.specs)
@@ -51,14 +52,18 @@ def _must_raise(ex: Example) -> Raised:
 
 
 def check_detect(engine: Engine, ex: Example) -> None:
-    outcome = _expect_rejection(engine, ex)
+    if advisory_field(ex):
+        return  # nothing reads the field's merged value: MERGE-ANNOTATION-2 judges it, a SHOULD
+    outcome = expect_rejection(engine, ex)
     if outcome is None:
         raise Violation(f"merge accepted specs that {_what(ex)}", Accepted(MergeOf(), f"specs that {_what(ex)}"),
                         signature("accepted", ex.kinds(), fields_of(ex)))
 
 
 def check_type(engine: Engine, ex: Example) -> None:
-    outcome = _expect_rejection(engine, ex)
+    outcome = expect_rejection(engine, ex)
+    if outcome is None and advisory_field(ex):
+        return  # accepting an advisory disagreement is MERGE-ANNOTATION-2's; a wrong error type is not
     if outcome is None:
         raise Violation(f"merge accepted specs that {_what(ex)} (no error at all)", _must_raise(ex),
                         signature("accepted", ex.kinds(), fields_of(ex)))
@@ -68,7 +73,7 @@ def check_type(engine: Engine, ex: Example) -> None:
 
 
 def check_kind_error(engine: Engine, ex: Example) -> None:
-    outcome = _expect_rejection(engine, ex)
+    outcome = expect_rejection(engine, ex)
     if not isinstance(outcome, AssertionError):
         got = "accepted them" if outcome is None else f"raised {describe(outcome)}"
         pair = [f"{type(ex.specs[0]).__name__}>{type(ex.specs[1]).__name__}"]
@@ -91,7 +96,7 @@ def value_forms(value: Any) -> list[str]:
 
 def check_message(engine: Engine, ex: Example) -> None:
     """ERROR-MESSAGE-1: the message names the disagreeing field and both values."""
-    outcome = _expect_rejection(engine, ex)
+    outcome = expect_rejection(engine, ex)
     if outcome is None or not ex.field:
         return
     text = str(outcome)

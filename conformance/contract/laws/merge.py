@@ -12,6 +12,7 @@ from typing import Any
 from kvcontract import reference
 from kvcontract.conformance.contract import shapes
 from kvcontract.conformance.contract.expectations import (
+    Accepted,
     Aliased,
     FieldsDiffer,
     Mutated,
@@ -27,6 +28,7 @@ from kvcontract.conformance.contract.laws.common import (
     merge,
     needs_capability,
 )
+from kvcontract.conformance.contract.laws.error import expect_rejection
 from kvcontract.conformance.contract.model import (
     Example,
     KitFailure,
@@ -44,7 +46,7 @@ from kvcontract.reference import Role, is_advisory, role_of
 
 
 def _compare_with_reference(engine: Engine, ex: Example, roles: set[Role] | None,
-                            outcome: str = "wrong-value", advisory: bool = False,
+                            outcome: str = "wrong-value", advisory: bool | None = False,
                             reverse: bool = False) -> None:
     """The engine's merge of ``ex.specs`` (reversed with ``reverse``) against the reference's."""
     members = tuple(reversed(ex.specs)) if reverse else ex.specs
@@ -118,7 +120,7 @@ def check_union(engine: Engine, ex: Example) -> None:
     same list with every capability cleared merges: otherwise the exception is
     another clause's finding, not the union's."""
     try:
-        _compare_with_reference(engine, ex, {Role.CAPABILITY}, "capability-not-unioned")
+        _compare_with_reference(engine, ex, {Role.CAPABILITY}, "capability-not-unioned", advisory=None)
     except Violation as violation:
         if violation.signature.startswith("raised-") and not _merges_without_capabilities(engine, ex):
             return
@@ -151,11 +153,17 @@ def check_annotations(engine: Engine, ex: Example) -> None:
 
 
 def check_advisory(engine: Engine, ex: Example) -> None:
-    """MERGE-ANNOTATION-2: advisory annotations by their rule, kept by merge([s]),
+    """MERGE-ANNOTATION-2: advisory fields (of any role) follow their role, kept by merge([s]),
     independent of order (one law: they are one SHOULD)."""
-    _compare_with_reference(engine, ex, {Role.ANNOTATION}, advisory=True)
+    if ex.field:  # a near miss on an advisory field its role says must agree: rejected all the same
+        if expect_rejection(engine, ex) is None:
+            raise Violation(f"merge accepted specs that differ in {ex.field}",
+                            Accepted(MergeOf(), f"specs that differ in {ex.field}"),
+                            signature("accepted", ex.kinds(), [ex.field]))
+        return
+    _compare_with_reference(engine, ex, None, advisory=True)
     if len(ex.specs) > 1:
-        _compare_with_reference(engine, ex, {Role.ANNOTATION}, advisory=True, reverse=True)
+        _compare_with_reference(engine, ex, None, advisory=True, reverse=True)
 
 
 def check_page(engine: Engine, ex: Example) -> None:
@@ -223,7 +231,7 @@ def _needs_advisory(engine: Engine) -> str | None:
     if any(is_advisory(f) and f.name not in domain.pinned_fields(kind)
            for kind in domain.kinds for f in dataclasses.fields(kind)):
         return None
-    return "the engine has no advisory annotation field"
+    return "the engine has no advisory field"
 
 
 MERGE_OPS = frozenset({"to_engine", "from_engine", "merge", "page_size"})
