@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcontract.conformance.cli.options import (
+    add_domain,
     add_engine,
     add_json,
     add_optimize,
@@ -23,7 +24,7 @@ from kvcontract.conformance.cli.options import (
 )
 from kvcontract.conformance.contract.laws import CLAUSE_ORDER, known_clauses
 from kvcontract.conformance.engines.protocol import SOURCE_SEPARATOR
-from kvcontract.conformance.reports.check import Report, write_json
+from kvcontract.conformance.reports.check import Report
 from kvcontract.conformance.reports.diff import apply_baseline, read_report
 from kvcontract.conformance.reports.diff import render as render_diff
 from kvcontract.conformance.reports.expectations import (
@@ -45,6 +46,7 @@ from kvcontract.conformance.run.session import (
     EngineLoadError,
     keep_partial,
     run_check,
+    write_report_json,
 )
 from kvcontract.usage import UsageError
 
@@ -64,6 +66,7 @@ def register(subparsers: Any) -> None:
                             "DIR/vllm/__init__.py), imported with this environment's dependencies; the "
                             "report records DIR, git describe and whether the tree is dirty")
     add_profile(check)
+    add_domain(check)
     add_optimize(check)
     add_json(check, "the report (schema 'check' v2)")
     check.add_argument("--junit", metavar="FILE",
@@ -168,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         report = run_check(engine, profile=args.profile, seed_value=args.seed, optimize=args.optimize,
                            xfails=args.xfails, use_default_xfails=not args.no_xfails, clauses=clauses,
                            progress=progress, clause_timeout=args.clause_timeout,
-                           example_timeout=args.example_timeout)
+                           example_timeout=args.example_timeout, domain=args.domain)
     except EngineLoadError as exc:
         raise UsageError(f"engine {args.engine!r} cannot be loaded: {exc}") from None
     except XfailsError as exc:
@@ -182,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     gate = Gate(report=report, attention=needing_attention(report, delta), delta=delta)
     outputs: list[tuple[str, str | Path | None, Callable[[str | Path], None]]] = [
         ("--repro-dir", directory, lambda p: write_repros(gate, p)),
-        ("--json", args.json, lambda p: write_json(report, p)),
+        ("--json", args.json, lambda p: write_report_json(report, p)),
         ("--junit", args.junit, lambda p: write_junit(gate, p))]
     for option, path, write in outputs:
         if not path:

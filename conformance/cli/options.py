@@ -1,6 +1,6 @@
 """The options the conformance verbs share, each declared once.
 
-``--engine``, ``--optimize`` (and the interpreter modes it selects), ``--profile`` and
+``--engine``, ``--domain``, ``--optimize`` (and the interpreter modes it selects), ``--profile`` and
 the expectations pair ``--xfails FILE`` / ``--no-xfails``, on top of the options of every
 verb family (:mod:`kvcontract.options`: ``--json``, ``--seed``, ``--quiet`` and the
 comma-separated lists), which this module re-exports so that a conformance verb imports
@@ -21,6 +21,7 @@ from kvcontract.options import add_json, add_quiet, add_seed, comma_list
 from kvcontract.usage import UsageError
 
 __all__ = [
+    "add_domain",
     "add_engine",
     "add_json",
     "add_optimize",
@@ -43,6 +44,17 @@ def add_engine(parser: argparse.ArgumentParser, *, mutants: bool = True) -> None
     """``--engine NAME`` (required); ``mutants``: whether ``mutant:<name>`` is accepted."""
     text = ENGINE_HELP if mutants else ENGINE_HELP.replace(" mutant:<name>,", "")
     parser.add_argument("--engine", required=True, help=text)
+
+
+def add_domain(parser: argparse.ArgumentParser) -> None:
+    """``--domain producible|constructor`` (default producible): which spec inputs are drawn."""
+    from kvcontract.conformance.contract.strategies import DOMAIN_MODES
+
+    parser.add_argument("--domain", default=DOMAIN_MODES[0], choices=DOMAIN_MODES,
+                        help="spec inputs drawn: producible (default; for an engine whose adapter reads "
+                             "its code, e.g. vllm: only the fields and literal values its own code sets, "
+                             "the rest kept at their defaults) or constructor (every field, every value "
+                             "the spec constructors accept: findings on inputs the engine never builds)")
 
 
 def add_optimize(parser: argparse.ArgumentParser) -> None:

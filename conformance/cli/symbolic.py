@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from kvcontract.conformance.cli.options import (
+    add_domain,
     add_engine,
     add_json,
     add_optimize,
@@ -24,6 +25,7 @@ from kvcontract.conformance.cli.options import (
     progress_printer,
 )
 from kvcontract.conformance.contract.laws import SEARCHED_CLAUSES
+from kvcontract.conformance.contract.strategies import use_domain
 from kvcontract.conformance.engines.protocol import UnknownEngine
 from kvcontract.conformance.reports.expectations import check_xfails_options
 from kvcontract.conformance.run.symbolic.report import render
@@ -44,6 +46,7 @@ def register(subparsers: Any) -> None:
                     "signature like check's, with the same expectations file and repro snippets. "
                     "Exit 1 on a finding.")
     add_engine(parser)
+    add_domain(parser)
     parser.add_argument("--budget", type=float, default=None,
                         help=f"CPU seconds of search per mode (default {DEFAULT_BUDGET_S:g} unless --iterations "
                              "is given; the modes run concurrently)")
@@ -88,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     budget = args.budget if args.budget is not None or args.iterations is not None else DEFAULT_BUDGET_S
     signal.signal(signal.SIGTERM, _interrupted)  # a stopped run closes its workers, keeps its report
     progress = progress_printer(args.quiet)
+    use_domain(args.domain)  # the search's workers inherit it: they draw from check's domain
     try:
         report = run_symbolic(args.engine, budget_s=budget, iterations=args.iterations, optimize=args.optimize,
                               operations=ops, kinds=comma_list(args.kinds, "--kinds"), clauses=clauses,

@@ -12,7 +12,9 @@ Values come from small, realistic domains (:data:`FIELD_DOMAINS`), so that every
 engine can represent them and shrinking ends on readable examples. Enumerated value
 sets (dtypes, enum members) come from the engine when its adapter offers
 ``value_domains()`` (:func:`domain_for`): every value the engine accepts, not a
-hand-picked few. Counts that are almost always at their default (``tokens_per_state``,
+hand-picked few. By default only what the engine's code builds (``producible_fields()``,
+:func:`producible_domain`); ``--domain constructor`` draws every field and value. Counts
+that are almost always at their default (``tokens_per_state``,
 Mamba's ``num_heads``) keep it most of the time.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,7 +30,7 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from kvcontract.conformance.engines.protocol import ValueDomains
+from kvcontract.conformance.engines.protocol import ProducibleDomain, ValueDomains
 from kvcontract.reference import (
     SPEC_KINDS,
     AnnotationRule,
@@ -161,6 +164,18 @@ class Domain:
     values: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     """``(type key, values)``: the engine's value set for that type, in the
     reference's values; a type not listed takes every reference value."""
+    restricted: tuple[tuple[type[KVCacheSpec], str, tuple[Any, ...]], ...] = ()
+    """``(kind, field, values)``: the only values the field takes on that kind (the
+    producible domain: the literals the engine's code passes)."""
+
+    def restricted_values(self, kind: type[KVCacheSpec], name: str) -> tuple[Any, ...] | None:
+        """The values field ``name`` of ``kind`` is restricted to; None: unrestricted."""
+        return next((values for k, n, values in self.restricted if k is kind and n == name), None)
+
+    def allows(self, kind: type[KVCacheSpec], name: str, value: Any) -> bool:
+        """Whether ``value`` is in the domain's restriction of the field (True when none)."""
+        values = self.restricted_values(kind, name)
+        return values is None or any(value == v and type(value) is type(v) for v in values)
 
     def pinned_fields(self, kind: type[KVCacheSpec]) -> frozenset[str]:
         for k, names in self.pinned:
@@ -197,7 +212,15 @@ def grouping_domain(domain: Domain) -> Domain:
 
 
 def field_domain(kind: type[KVCacheSpec], f: dataclasses.Field[Any], domain: Domain = FULL_DOMAIN) -> Any:
-    """The strategy for one field of one kind (``dtypes`` of Mamba: :func:`state_dtypes`)."""
+    """The strategy for one field of one kind (``dtypes`` of Mamba: :func:`state_dtypes`),
+    within the domain's restriction of the field when it has one (:data:`KIND_DOMAINS` first)."""
+    restricted = domain.restricted_values(kind, f.name)
+    if restricted is None or any((k, f.name) in KIND_DOMAINS for k in kind.__mro__):
+        return _field_domain(kind, f, domain)
+    return st.sampled_from(sorted(restricted, key=lambda v: v != f.default))  # shrink towards the default
+
+
+def _field_domain(kind: type[KVCacheSpec], f: dataclasses.Field[Any], domain: Domain) -> Any:
     for k in kind.__mro__:
         if (k, f.name) in KIND_DOMAINS:
             return KIND_DOMAINS[(k, f.name)]
@@ -220,10 +243,34 @@ def state_dtypes(count: int, domain: Domain = FULL_DOMAIN) -> Any:
     return st.tuples(*[st.sampled_from(domain.values_of("KVDtype")) for _ in range(count)])
 
 
-def domain_for(engine: Any) -> Domain:
+DOMAIN_MODES = ("producible", "constructor")
+"""``producible`` (default): what the engine's own code builds; ``constructor``: every field and value."""
+DOMAIN_ENV = "KVCONTRACT_DOMAIN"
+"""The process's domain mode, inherited by the workers it starts (:func:`use_domain`)."""
+
+
+def domain_mode(mode: str | None = None) -> str:
+    """``mode``, else this process's domain mode (:data:`DOMAIN_ENV`, default ``producible``)."""
+    mode = mode or os.environ.get(DOMAIN_ENV) or DOMAIN_MODES[0]
+    if mode not in DOMAIN_MODES:
+        raise ValueError(f"unknown domain {mode!r}; expected one of {', '.join(DOMAIN_MODES)}")
+    return mode
+
+
+def use_domain(mode: str | None) -> None:
+    """Make ``mode`` (when given) the domain mode of this process and of the workers it starts."""
+    if mode is not None:
+        os.environ[DOMAIN_ENV] = domain_mode(mode)
+
+
+def domain_for(engine: Any, mode: str | None = None) -> Domain:
     """The domain an engine can represent: its kinds, its missing fields pinned, and
     the value sets of its ``value_domains()`` when the adapter offers one (an
-    adapter without it gets every reference value)."""
+    adapter without it gets every reference value). In the ``producible`` mode (``mode``
+    None: :func:`domain_mode`), an adapter with ``producible_fields()`` also gets the
+    fields its engine never sets pinned and literal-only fields restricted
+    (:func:`producible_domain`); an adapter without it keeps the constructor domain."""
+    mode = domain_mode(mode)
     missing = engine.unsupported_kinds()
     kinds_ = tuple(k for k in SPEC_KINDS if k not in missing)
     pinned = tuple((k, frozenset(engine.unsupported_fields(k))) for k in kinds_)
@@ -232,8 +279,43 @@ def domain_for(engine: Any) -> Domain:
     if unknown:
         raise ValueError(f"{type(engine).__name__}.value_domains(): unknown value types {unknown}; "
                          f"expected keys of {sorted(ENUM_TYPES)}")
-    return Domain(kinds=kinds_, pinned=pinned,
-                  values=tuple((key, tuple(values[key])) for key in ENUM_TYPES if key in values))
+    domain = Domain(kinds=kinds_, pinned=pinned,
+                    values=tuple((key, tuple(values[key])) for key in ENUM_TYPES if key in values))
+    if mode == "producible" and isinstance(engine, ProducibleDomain):
+        return producible_domain(domain, engine.producible_fields())
+    return domain
+
+
+def producible_domain(domain: Domain, produced: Mapping[str, Mapping[str, Any]]) -> Domain:
+    """``domain`` narrowed to what an engine's code builds (``produced``: see ``ProducibleDomain``).
+    Per kind, a field with a default that no site sets is pinned (one the spec derives is derived
+    again); a field every site sets to a literal takes those literals, and its default too where
+    some construction leaves it out."""
+    pinned, restricted = [], []
+    for kind in domain.kinds:
+        sets = produced.get(kind.__name__, {})
+        names = set(domain.pinned_fields(kind))
+        for f in dataclasses.fields(kind) if "*" not in sets else ():  # "*": a call sets fields unread
+            if not f.init or f.name in names:
+                continue
+            has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            record = sets.get(f.name)
+            if record is None:
+                if has_default:
+                    names.add(f.name)
+                continue
+            if getattr(record, "literals", None) is None or f.name == "dtypes":
+                continue
+            values = list(record.literals)
+            if has_default and not getattr(record, "always_set", False) \
+                    and not any(f.default == v and type(f.default) is type(v) for v in values):
+                values.append(f.default)
+            if values == [f.default]:
+                names.add(f.name)  # only ever its default (``page_size_padded=None``)
+            else:
+                restricted.append((kind, f.name, tuple(values)))
+        pinned.append((kind, frozenset(names)))
+    return dataclasses.replace(domain, pinned=tuple(pinned), restricted=tuple(restricted))
 
 
 def kinds(domain: Domain = FULL_DOMAIN) -> Any:
@@ -263,6 +345,12 @@ def specs(draw: Any, kind: type[KVCacheSpec] | None = None, domain: Domain = FUL
     return spec
 
 
+def _flag(kind: type[KVCacheSpec], name: str, domain: Domain) -> Any:
+    """A free flag's values: both, or the domain's restriction of it."""
+    restricted = domain.restricted_values(kind, name)
+    return st.booleans() if restricted is None else st.sampled_from(restricted)
+
+
 def _free(f: dataclasses.Field[Any]) -> bool:
     """Fields whose members may differ in a compatible list."""
     role = role_of(f)
@@ -288,7 +376,7 @@ def compatible_specs(
             if f.name in pinned:
                 continue
             if _free(f):
-                changes[f.name] = draw(st.booleans())
+                changes[f.name] = draw(_flag(type(base), f.name, domain))
             elif role_of(f) is Role.ANNOTATION and getattr(base, f.name) is not None:
                 changes[f.name] = draw(st.sampled_from([getattr(base, f.name), None]))
         try:
@@ -372,7 +460,7 @@ def mixed_kind_pairs(draw: Any, domain: Domain = FULL_DOMAIN) -> tuple[KVCacheSp
     for f in dataclasses.fields(other):
         if f.name in pinned:
             continue
-        if f.name in shared:
+        if f.name in shared and domain.allows(other, f.name, getattr(first, f.name)):
             values[f.name] = getattr(first, f.name)
         elif f.name != "dtypes":
             values[f.name] = draw(field_domain(other, f, domain))
@@ -400,7 +488,7 @@ def layer_tables(
             spec = base
             if draw(st.booleans()):
                 pinned = domain.pinned_fields(type(base))
-                changes = {f.name: draw(st.booleans()) for f in dataclasses.fields(base)
+                changes = {f.name: draw(_flag(type(base), f.name, domain)) for f in dataclasses.fields(base)
                            if _free(f) and f.name not in pinned}
                 spec = dataclasses.replace(base, **changes)
             layers.append((f"layers.{b}.{i}", spec))

@@ -80,7 +80,7 @@ def base_spec(kind: type[KVCacheSpec], domain: Domain) -> KVCacheSpec | None:
     return _base(kind, domain.pinned_fields(kind))  # type: ignore[arg-type]  # classes hash
 
 
-def _kind_values(kind: type[KVCacheSpec], name: str) -> tuple[Any, ...] | None:
+def kind_values(kind: type[KVCacheSpec], name: str) -> tuple[Any, ...] | None:
     """The values a kind (or a kind it derives from) restricts a field to, e.g.
     an MLA cache's single latent head; None when the kind does not restrict it."""
     for cls in kind.__mro__:
@@ -88,6 +88,9 @@ def _kind_values(kind: type[KVCacheSpec], name: str) -> tuple[Any, ...] | None:
         if strategy is not None:
             return tuple(getattr(strategy, "elements", ()))
     return None
+
+
+_kind_values = kind_values
 
 
 def variants(kind: type[KVCacheSpec], name: str, domain: Domain) -> list[KVCacheSpec]:
@@ -98,6 +101,8 @@ def variants(kind: type[KVCacheSpec], name: str, domain: Domain) -> list[KVCache
     current = getattr(base, name)
     candidates = _kind_values(kind, name)
     if candidates is None:
+        candidates = domain.restricted_values(kind, name)
+    if candidates is None:
         candidates = ALTERNATIVES.get(name)
     if name == "page_size_padded":
         candidates = (base.page_size_bytes * 2,)  # padded beyond the content
@@ -107,7 +112,8 @@ def variants(kind: type[KVCacheSpec], name: str, domain: Domain) -> list[KVCache
         candidates = derived_alternatives(default)
     out = []
     for value in candidates:
-        if value == current or not in_domain(value, domain) or not fits(kind, name, value):
+        if value == current or not in_domain(value, domain) or not fits(kind, name, value) \
+                or not domain.allows(kind, name, value):
             continue
         changes = {name: value}
         # A field the engine lacks stays at its declared default, so that one derived
@@ -271,10 +277,12 @@ def exclusive_pairs(domain: Domain) -> Iterator[tuple[KVCacheSpec, KVCacheSpec]]
 
 
 def _flag_fields(kind: type[KVCacheSpec], domain: Domain) -> list[str]:
+    """Capability and any-annotation fields that the domain lets take both values."""
     pinned = domain.pinned_fields(kind)
     return [f.name for f in dataclasses.fields(kind) if f.name not in pinned and (
         role_of(f) is Role.CAPABILITY
-        or (role_of(f) is Role.ANNOTATION and rule_of(f) is AnnotationRule.ANY))]
+        or (role_of(f) is Role.ANNOTATION and rule_of(f) is AnnotationRule.ANY))
+        and domain.allows(kind, f.name, True) and domain.allows(kind, f.name, False)]
 
 
 def _common_fields(kind: type[KVCacheSpec], domain: Domain) -> list[str]:
@@ -327,7 +335,8 @@ def kind_pairs(domain: Domain) -> Iterator[tuple[KVCacheSpec, KVCacheSpec]]:
         shared = {f.name for f in _settable(second_kind, domain)} & {f.name for f in dataclasses.fields(first)}
         aligned = _build_replace(second, {n: getattr(first, n) for n in shared
                                           if not (n in required and getattr(first, n) is None)
-                                          and _kind_values(second_kind, n) is None})
+                                          and _kind_values(second_kind, n) is None
+                                          and domain.allows(second_kind, n, getattr(first, n))})
         yield first, aligned if aligned is not None else second
 
 
@@ -453,4 +462,5 @@ def all_pairs(domain: Domain) -> set[tuple[str, str]]:
     """Every (kind, field) of the domain that can vary: pinned fields and fields a
     kind fixes to one value (an MLA cache's single latent head) are left out."""
     return {(k.__name__, f.name) for k in domain.kinds for f in _settable(k, domain)
-            if len(_kind_values(k, f.name) or (0, 1)) > 1}
+            if len(_kind_values(k, f.name) or (0, 1)) > 1
+            and len(set(map(repr, domain.restricted_values(k, f.name) or (0, 1)))) > 1}

@@ -1,7 +1,8 @@
 """The building blocks of the symbolic search: valid specs only.
 
-Per kind of an engine's domain (:class:`Blocks`, computed once per kind): its base spec,
-its *atoms* (one field set to another value the constructor and the engine accept), its
+Per kind of an engine's domain (:class:`Blocks`, computed once per kind; the domain ``check``
+draws from, ``KIND_DOMAINS`` pins and the producible domain's pins and literals included): its
+base spec, its *atoms* (one field set to another value the constructor and the engine accept), its
 flags (capabilities and any-annotations) and its *templates* (the base, with one atom,
 with two that combine); and the choices over them that a probe makes on a path.
 """
@@ -33,6 +34,18 @@ def _enum_values(kind: type[KVCacheSpec], name: str, domain: strat.Domain) -> tu
     return tuple(domain.values_of(key))
 
 
+def _kind_allows(kind: type[KVCacheSpec], name: str, value: Any) -> bool:
+    fixed = sysm.kind_values(kind, name)
+    return fixed is None or any(value == v and type(value) is type(v) for v in fixed)
+
+
+def in_field_domain(kind: type[KVCacheSpec], name: str, value: Any, domain: strat.Domain) -> bool:
+    """Whether ``value`` is one check draws for the field too: within the values the kind fixes
+    it to (``KIND_DOMAINS``: an MLA cache's ``head_size_v`` 0, ``num_kv_heads`` 1) and the
+    domain's restriction (the producible domain's literals)."""
+    return _kind_allows(kind, name, value) and domain.allows(kind, name, value)
+
+
 def is_optional(kind: type[KVCacheSpec], name: str) -> bool:
     tp = typing.get_type_hints(kind).get(name)
     return type(None) in typing.get_args(tp)
@@ -58,6 +71,11 @@ class KindBlocks:
 
 
 def replace_spec(spec: KVCacheSpec, changes: dict[str, Any]) -> KVCacheSpec | None:
+    """``spec`` with ``changes`` (a change to a value its kind does not take, ``KIND_DOMAINS``,
+    is left out, as check's kind pairs leave it: an MLA spec aligned with a full-attention one
+    keeps its latent ``head_size_v`` 0); None when the result is not a valid spec."""
+    kind = type(spec)
+    changes = {n: v for n, v in changes.items() if n == "dtypes" or _kind_allows(kind, n, v)}
     if "shapes" in changes and "dtypes" not in changes:
         current = getattr(spec, "dtypes", ())
         first = current[0] if current else reference.KVDtype.BFLOAT16
@@ -117,7 +135,8 @@ class Blocks:
                 values.append(None)
             seen: list[Any] = []
             for value in values:
-                if value == current or any(value == s and type(value) is type(s) for s in seen):
+                if value == current or any(value == s and type(value) is type(s) for s in seen) \
+                        or not in_field_domain(kind, f.name, value, self.domain):
                     continue
                 if not self.ok(replace_spec(base, {f.name: value})):
                     continue
@@ -125,7 +144,7 @@ class Blocks:
                 atoms.append((f.name, value))
             if role_of(f) is Role.CAPABILITY or (role_of(f) is Role.ANNOTATION
                                                  and rule_of(f) is AnnotationRule.ANY):
-                if isinstance(current, bool):
+                if isinstance(current, bool) and in_field_domain(kind, f.name, not current, self.domain):
                     flags.append(f.name)
         templates: list[KVCacheSpec] = [base]
         for atom in atoms:
