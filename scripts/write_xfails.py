@@ -1,25 +1,26 @@
-"""Turn a ``kvcontract check --json`` report and a review into an expectations file.
+"""Turn a ``kvcontract check --json`` report and a defect review into an expectations file.
 
 Usage: python scripts/write_xfails.py REPORT.json REVIEW.toml OUT.toml
 
-REVIEW.toml holds the reviewed causes, each matching findings by clause, mode and
-signature (shell-style patterns), first match wins::
+The report groups its findings into defects (one engine function x one outcome class,
+``report["defects"]``; every finding names its ``defect``). REVIEW.toml holds one reviewed
+reason per defect, keyed by its id, no pattern::
 
-    [[review]]
-    clause = "ERROR-DETECT-1"
-    mode = "optimized"              # normal, optimized, or * for both
-    signature = "accepted:*"
-    reason = "FullAttentionSpec.merge guards with bare asserts (kv_cache_interface.py ...)"
+    [[defect]]
+    id = "FullAttentionSpec.merge:assert-only"
+    location = "vllm/v1/kv_cache_interface.py:718"   # a line the report traced it to
+    reason = "FullAttentionSpec.merge checks its members' agreement with bare asserts ..."
 
-Every finding of the report (fail or xfail) becomes a ``[[xfail.finding]]`` with its
-signature and pinned witness, under an ``[[xfail]]`` entry per (clause, mode, reason).
-A finding no review matches stops the script: nothing is expected unreviewed. A review
-that matches nothing is reported (it may describe a fixed defect).
+Every finding (fail or xfail) becomes a ``[[xfail.finding]]`` with its signature and pinned
+witness, under an ``[[xfail]]`` entry per (clause, mode, defect) carrying the review's
+reason. The script stops, writing nothing, when a finding was not traced to a defect, when
+a defect has no review, or when a review cites a location the report did not trace that
+defect to (a review written for other code). A review that matches no defect is reported
+(it may describe a fixed defect).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import sys
 import tomllib
@@ -28,54 +29,67 @@ from typing import Any
 from kvcontract.conformance.reports.expectations import toml_value
 
 
-def _matches(review: dict[str, Any], record: dict[str, Any]) -> bool:
-    return (fnmatch.fnmatchcase(record["clause"], review["clause"])
-            and fnmatch.fnmatchcase(record["mode"], review.get("mode", "*"))
-            and fnmatch.fnmatchcase(record["signature"], review.get("signature", "*")))
+def _cites(review: dict[str, Any], defect: dict[str, Any]) -> str | None:
+    """Why ``review`` does not fit ``defect`` (its location is not one the report traced), or None."""
+    cited = str(review.get("location", ""))
+    file, _, line = cited.rpartition(":")
+    traced_file = str(defect.get("location", "")).rpartition(":")[0]
+    if not line.isdigit() or file != traced_file or int(line) not in set(defect.get("lines") or []):
+        return (f"review of {defect['id']} cites {cited or '(no location)'}; the report traced it to "
+                f"{traced_file} lines {defect.get('lines')}")
+    return None
 
 
 def main(report_path: str, review_path: str, out_path: str) -> int:
     with open(report_path) as handle:
         report = json.load(handle)
     with open(review_path, "rb") as handle:
-        reviews = tomllib.load(handle).get("review", [])
+        reviews = {r["id"]: r for r in tomllib.load(handle).get("defect", [])}
+    defects = {d["id"]: d for d in report.get("defects", [])}
+    problems: list[str] = []
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    missing, used = [], set()
     for record in report["records"]:
         if record["status"] not in ("fail", "xfail") or record.get("witness") is None:
             continue
-        for i, review in enumerate(reviews):
-            if _matches(review, record):
-                used.add(i)
-                groups.setdefault((record["clause"], record["mode"], review["reason"]), []).append(record)
-                break
+        defect_id = record.get("defect") or ""
+        finding = f"{record['clause']} [{record['mode']}] [{record['signature']}]"
+        if not defect_id or defect_id not in defects:
+            problems.append(f"{finding}: not traced to a defect")
+        elif defect_id not in reviews:
+            problems.append(f"{finding}: defect {defect_id} has no review")
         else:
-            missing.append(f"{record['clause']} [{record['mode']}] [{record['signature']}]")
-    if missing:
-        print("unreviewed findings (add a review):\n  " + "\n  ".join(missing), file=sys.stderr)
+            groups.setdefault((record["clause"], record["mode"], defect_id), []).append(record)
+    for defect_id in sorted({k[2] for k in groups}):
+        wrong = _cites(reviews[defect_id], defects[defect_id])
+        if wrong:
+            problems.append(wrong)
+    if problems:
+        unique = sorted(set(problems))
+        print(f"{len(unique)} problem(s), nothing written:\n  " + "\n  ".join(unique), file=sys.stderr)
         return 1
-    for i, review in enumerate(reviews):
-        if i not in used:
-            print(f"note: review #{i + 1} ({review['clause']} {review.get('signature', '*')}) matched nothing",
-                  file=sys.stderr)
-    lines = [f"# Expected findings of {report['engine']} {report['engine_version']}, each cause reviewed",
-             "# against the engine's source; every finding has a pinned witness that reproduces it.",
+    for defect_id in sorted(set(reviews) - set(defects)):
+        print(f"note: review of {defect_id} matched no defect (fixed?)", file=sys.stderr)
+    lines = [f"# Expected findings of {report['engine']} {report['engine_version']}, grouped by the defect",
+             "# (engine function x outcome class) each comes from, each defect reviewed against the source;",
+             "# every finding has a pinned witness that reproduces it.",
              f"# Generated by scripts/write_xfails.py from a --profile {report['profile']} run and",
              f"# {review_path.rsplit('/', 1)[-1]}; edit the review, not this file.",
              f'engine = "{report["engine"]}"', f'version = "{report["engine_version"]}"', ""]
-    for (clause, mode, reason), records in groups.items():
-        lines += ["[[xfail]]", f'clause = "{clause}"', f'mode = "{mode}"', f"reason = {json.dumps(reason)}"]
+    for (clause, mode, defect_id), records in groups.items():
+        lines += ["[[xfail]]", f'clause = "{clause}"', f'mode = "{mode}"', f"defect = {json.dumps(defect_id)}",
+                  f"reason = {json.dumps(reviews[defect_id]['reason'])}"]
         for record in sorted(records, key=lambda r: r["signature"]):
             lines += ["[[xfail.finding]]", f"signature = {json.dumps(record['signature'])}",
                       f"witness = {toml_value(record['witness'])}"]
         lines.append("")
     with open(out_path, "w") as handle:
         handle.write("\n".join(lines))
-    print(f"{sum(len(r) for r in groups.values())} findings under {len(groups)} reviewed causes -> {out_path}")
+    print(f"{sum(len(r) for r in groups.values())} findings of {len({k[2] for k in groups})} reviewed defects "
+          f"under {len(groups)} entries -> {out_path}")
     return 0
 
 
 if __name__ == "__main__":
     if len(sys.argv) != 4:
         sys.exit(__doc__)
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:]))

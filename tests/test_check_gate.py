@@ -38,9 +38,9 @@ def _cases(path: Path) -> list[ET.Element]:
 
 
 def test_a_failing_run_is_short_ends_in_the_verdict_and_writes_runnable_repros(tmp_path):
-    # bare-assert under -O: 205 findings in one clause, more than the 200 repro files
+    # bare-assert under -O: more findings in two clauses than the 200 repro files
     result = _cli("check", "--engine", "mutant:bare-assert", "--profile", "quick", "--optimize", "on",
-                  "--quiet", "--clauses", "ERROR-DETECT-1", "--json", str(tmp_path / "r.json"),
+                  "--quiet", "--clauses", "ERROR-DETECT-1,ERROR-TYPE-1", "--json", str(tmp_path / "r.json"),
                   "--junit", str(tmp_path / "r.xml"))
     assert result.returncode == 1, result.stderr
     lines = result.stdout.rstrip().splitlines()
@@ -51,8 +51,10 @@ def test_a_failing_run_is_short_ends_in_the_verdict_and_writes_runnable_repros(t
     assert "clause x mode: " in result.stdout and "findings: " in result.stdout
     assert "--- repro ---" not in result.stdout and result.stderr == ""
     assert all(r.snippet for r in failing)  # the snippets stay in the JSON
-    repros = sorted((tmp_path / "r-repros").glob("*.py"))
+    repros = sorted(p for p in (tmp_path / "r-repros").glob("*.py") if not p.name.startswith("defect-"))
     assert len(repros) == 200 < len(failing)
+    defects = sorted((tmp_path / "r-repros").glob("defect-D*.py"))  # one per defect, besides the limit
+    assert defects and len(defects) == len(report.defects) < 10
     assert f"{len(failing) - len(repros)} more not written" in result.stdout
     index = (tmp_path / "r-repros" / "INDEX.txt").read_text().splitlines()
     assert len([line for line in index if not line.startswith("#")]) == len(failing)
@@ -62,9 +64,9 @@ def test_a_failing_run_is_short_ends_in_the_verdict_and_writes_runnable_repros(t
     assert path.exists()
     run = subprocess.run([sys.executable, "-O", str(path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.returncode != 0 and "VIOLATION" in run.stderr.strip().splitlines()[-1]
-    (case,) = [c for c in _cases(tmp_path / "r.xml") if c.find("failure") is not None]
-    assert case.get("name") == "ERROR-DETECT-1" and case.get("classname") == "kvcontract.mutant_bare-assert.optimized"
-    assert case.find("failure") is not None
+    cases = [c for c in _cases(tmp_path / "r.xml") if c.find("failure") is not None]
+    assert sorted(c.get("name") for c in cases) == ["ERROR-DETECT-1", "ERROR-TYPE-1"]
+    assert {c.get("classname") for c in cases} == {"kvcontract.mutant_bare-assert.optimized"}
 
 
 def test_a_second_run_replaces_the_repros_of_the_first(tmp_path):
@@ -127,7 +129,7 @@ def test_check_with_a_baseline_exits_1_on_new_and_lists_only_them(tmp_path):
     assert result.returncode == 1, result.stderr
     new = [line for line in result.stdout.splitlines() if line.strip().startswith("NEW ")]
     assert new and all("MERGE-UNION-1 [normal]" in line for line in new)
-    assert len(list((tmp_path / "repros").glob("*.py"))) == len(new)
+    assert len([p for p in (tmp_path / "repros").glob("*.py") if not p.name.startswith("defect-")]) == len(new)
     failures = sum(c.find("failure") is not None for c in _cases(tmp_path / "r.xml"))
     assert failures == 1
 

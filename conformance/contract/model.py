@@ -38,6 +38,8 @@ class Example:
     field: str | None = None
     order: tuple[int, ...] = ()
     cut: int = 0
+    model: str = ""
+    """The real model whose layer table (or layer specs) this is; empty for a drawn input."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -51,6 +53,8 @@ class Example:
             data["order"] = list(self.order)
         if self.cut:
             data["cut"] = self.cut
+        if self.model:
+            data["model"] = self.model
         return data
 
     @classmethod
@@ -61,6 +65,7 @@ class Example:
             field=data.get("field"),
             order=tuple(data.get("order", ())),
             cut=int(data.get("cut", 0)),
+            model=str(data.get("model", "")),
         )
 
     def kinds(self) -> list[str]:

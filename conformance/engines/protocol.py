@@ -20,10 +20,17 @@ with ``isinstance`` (an adapter declares one by implementing it):
 - :class:`ValueDomains`: ``value_domains()``, the reference values the engine
   accepts per value type (what generated specs draw from); with
   :class:`ValueIntrospectable` also the engine's own values (ROLE-COVER-1);
+- :class:`ProducibleDomain`: ``producible_fields()``, per engine kind the fields the engine's
+  own code sets (with the call sites and literal values): check's default domain pins the
+  others at their defaults (``check --domain constructor`` draws the whole constructor domain);
 - :class:`Introspectable`: ``spec_classes()``, the engine's spec classes found by
   introspection (the drift guard ROLE-COVER-1, ``kvcontract coverage``);
 - :class:`SourceInfo`: ``source_info()``, where a checked source tree comes from
   (the report's ``engine_source``);
+- :class:`Locatable`: ``source_roots()`` and ``deciders(outcome)``, what traces a
+  finding to the engine line that causes it (a defect);
+- :class:`ModelTables`: ``model_tables()``, the layer tables the engine builds for real
+  models, fed to the laws first (what makes a defect reachable);
 - :class:`DistributionIdentity`: ``distribution``, the installed distribution the
   engine was loaded from; bundled expectations are keyed on it and the version,
   never on the display ``name`` (an engine without it gets none).
@@ -170,6 +177,21 @@ class ValueIntrospectable(ValueDomains, Protocol):
 
 
 @runtime_checkable
+class ProducibleDomain(Protocol):
+    """An adapter that knows which spec fields its engine's own code sets (optional); without
+    it, generated specs draw the whole constructor domain (every field, every value).
+
+    ``producible_fields()`` maps an engine kind's class name to the fields some call site of
+    the engine sets on that kind, each to a record with ``sites`` (where: ``path:line``, and the
+    value when it is a literal), ``literals`` (the values passed, when every site passes a
+    literal; else None) and ``always_set`` (every construction passes it, so its default is
+    never built). A reference field its kind's entry lacks is kept at its default; the key ``"*"``
+    (a call whose arguments cannot all be read) keeps every field of that kind."""
+
+    def producible_fields(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+
+@runtime_checkable
 class Introspectable(Protocol):
     """An adapter that can list its engine's spec classes (ROLE-COVER-1)."""
 
@@ -200,6 +222,40 @@ class DistributionIdentity(Protocol):
 
     @property
     def distribution(self) -> str | None: ...
+
+
+@runtime_checkable
+class Locatable(Protocol):
+    """An adapter that says where its engine's code is and what decides an answer (optional).
+
+    A finding is traced to the engine code that causes it
+    (:mod:`kvcontract.conformance.run.locate`): frames in ``source_roots()`` are the
+    engine's; ``deciders(outcome)`` names the engine functions whose answer is judged by a
+    signature's outcome (``"accepted"``: the ``merge`` that accepted). Without it, the
+    adapter's own module is the engine and ``merge`` decides every wrong answer.
+    """
+
+    def source_roots(self) -> Sequence[str]:
+        """The directories holding the engine's own code (a package's directory)."""
+        ...
+
+    def deciders(self, outcome: str) -> Sequence[str]:
+        """Names of the engine functions that decide a signature's ``outcome``."""
+        ...
+
+
+@runtime_checkable
+class ModelTables(Protocol):
+    """An adapter that ships the layer tables its engine builds for real models (optional).
+
+    Each table is what the engine's own spec-building code produces for one model family
+    (``name``, then ``(layer name, spec)`` pairs). ``check`` feeds them to the laws before
+    anything drawn; a defect one of them shows is *reachable*, the others *latent*.
+    """
+
+    def model_tables(self) -> Sequence[tuple[str, Sequence[tuple[str, KVCacheSpec]]]]:
+        """The release's real model tables (empty when none ship for it)."""
+        ...
 
 
 BUILTIN_ENGINES: dict[str, str] = {

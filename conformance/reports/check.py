@@ -72,6 +72,12 @@ class Record(pydantic.BaseModel):
     """Where the witness comes from: systematic, random (shrunk), witness (pinned)."""
     where: str = ""
     """For an error: the last frame of the kit's exception."""
+    defect: str = ""
+    """For a finding: the id of its :class:`Defect` (the engine code that causes it)."""
+    location: str = ""
+    """For a finding: ``file:line`` in the engine where it arises."""
+    models: list[str] = []
+    """The real model tables that show this finding (it is reachable)."""
 
 
 class ClauseRun(pydantic.BaseModel):
@@ -91,6 +97,38 @@ class ClauseRun(pydantic.BaseModel):
     covered_pairs: int = 0
     total_pairs: int = 0
     exercised: list[str] = []
+
+
+class Defect(pydantic.BaseModel):
+    """One engine location x one outcome class, with its findings as evidence."""
+
+    id: str
+    """``function:class``, e.g. ``MLAAttentionSpec.merge:accepts-disagreement``: stable across
+    releases while the function keeps its name."""
+    location: str
+    """``file:line`` of the statement (an assert, a raise) or the function that decides."""
+    lines: list[int] = []
+    """Every line of the function where its findings arise (several asserts of one merge)."""
+    function: str
+    outcome: str
+    summary: str
+    level: str
+    tier: str
+    """``reachable`` (a real model table shows it) or ``latent``."""
+    models: list[str] = []
+    latent_reason: str = ""
+    clauses: list[str]
+    modes: list[str]
+    signatures: list[str]
+    findings: int
+    status: str
+    """The worst status of its findings (``fail``: some finding is new)."""
+    repro: str = ""
+    """The snippet of its representative finding (a model table's first, the normal mode's first)."""
+    representative: str = ""
+    """``clause/mode[signature]`` of that finding."""
+    review: str = ""
+
 
 
 class Summary(pydantic.BaseModel):
@@ -130,6 +168,12 @@ class Report(ReportHeader):
     """False for a run stopped by a signal (SIGINT, SIGTERM): ``records`` hold what ran."""
     not_run: list[NotRun] = []
     """For an incomplete run: each clause x mode that did not run (or did not finish)."""
+    defects: list[Defect] = []
+    """The findings grouped by the engine code that causes them (reachable first)."""
+    domain: str = ""
+    """The input domain drawn from: ``producible`` (what the engine builds) or ``constructor``."""
+    tables: list[str] = []
+    """The real model tables the run fed the engine (what makes a defect reachable)."""
 
     @property
     def ok(self) -> bool:

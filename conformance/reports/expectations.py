@@ -62,6 +62,8 @@ class Expectation:
     signature: str
     reason: str
     witness: dict[str, Any]
+    defect: str = ""
+    """The reviewed defect (engine function x outcome class) the finding comes from."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +96,8 @@ class XfailEntry(pydantic.BaseModel):
     clause: str
     mode: Literal["normal", "optimized", "both"]
     reason: str
+    defect: str | None = None
+    """The id of the defect the findings come from (``function:class``), as the review names it."""
     signature: str | None = None
     witness: PinnedWitness | None = None
     finding: list[PinnedFinding] | None = None
@@ -166,7 +170,8 @@ def load_xfails(path: str | Path) -> Expectations:
                 if key3 in seen:
                     raise XfailsError(f"{at}: {entry.clause} [{mode}] [{finding.signature}] is expected twice")
                 seen.add(key3)
-                entries.append(Expectation(entry.clause, mode, finding.signature, entry.reason, finding.witness))
+                entries.append(Expectation(entry.clause, mode, finding.signature, entry.reason, finding.witness,
+                                           entry.defect or ""))
     return Expectations(str(path), document.engine, document.version, tuple(entries))
 
 

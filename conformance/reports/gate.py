@@ -30,6 +30,7 @@ from kvcontract.conformance.reports.check import (
     render_header,
 )
 from kvcontract.conformance.reports.check import write_junit as check_junit
+from kvcontract.conformance.reports.defects import defect_line, short_outcome
 from kvcontract.conformance.reports.diff import DiffResult, subject_lines
 from kvcontract.reports import write_atomic
 
@@ -40,7 +41,11 @@ REPRO_LIMIT = 200
 INDEX_NAME = "INDEX.txt"
 FINDING_STATUSES = ("xfail", "fail", "xpass", "error")
 """Statuses of records that are findings (``pass`` and ``skip`` records are not)."""
-_REPRO_NAME = re.compile(r"^[A-Za-z0-9-]+-(normal|optimized)-[0-9a-f]{10}\.py$")
+_REPRO_NAME = re.compile(r"^([A-Za-z0-9-]+-(normal|optimized)-[0-9a-f]{10}|defect-[A-Za-z0-9_.-]+)\.py$")
+FAILING_DEFECT = frozenset({"fail"})
+"""A defect with a new finding is always listed."""
+DEFECT_LIMIT = 40
+"""Defects listed on the console (the rest: the JSON, ``--verbose``)."""
 
 Key = tuple[str, str, str]
 
@@ -57,6 +62,7 @@ class Gate:
     attention: list[Record]
     delta: DiffResult | None = None
     repros: dict[Key, str] = dataclasses.field(default_factory=dict)
+    defect_repros: dict[str, str] = dataclasses.field(default_factory=dict)
     repro_dir: str = ""
     repros_skipped: int = 0
     output_errors: list[str] = dataclasses.field(default_factory=list)
@@ -100,9 +106,16 @@ def repro_name(r: Record) -> str:
     return f"{r.clause}-{r.mode}-{digest}.py"
 
 
+def defect_repro_name(number: int, defect_id: str) -> str:
+    """``defect-D04-MLAAttentionSpec.merge-accepts-disagreement.py``: one file per defect,
+    numbered as the console lists it."""
+    return f"defect-D{number:02d}-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", defect_id).strip("-") + ".py"
+
+
 def write_repros(gate: Gate, directory: str | Path, limit: int = REPRO_LIMIT) -> None:
-    """One file per finding that needs attention and has a snippet (the first ``limit``),
-    plus ``INDEX.txt`` listing every one of them. Repro files of an earlier run in
+    """One file per defect (its representative finding's snippet), one per finding that
+    needs attention and has a snippet (the first ``limit``), plus ``INDEX.txt`` listing the
+    findings. Repro files of an earlier run in
     ``directory`` (named as this function names them) are removed first, so the folder
     never shows a stale finding. Nothing is created when nothing needs attention."""
     directory = Path(directory)
@@ -111,6 +124,11 @@ def write_repros(gate: Gate, directory: str | Path, limit: int = REPRO_LIMIT) ->
             if old.is_file() and (_REPRO_NAME.match(old.name) or old.name == INDEX_NAME):
                 old.unlink()
     gate.repro_dir = str(directory)
+    for number, d in enumerate(gate.report.defects, 1):
+        if d.repro:
+            target = directory / defect_repro_name(number, d.id)
+            write_atomic(target, d.repro.rstrip() + "\n")
+            gate.defect_repros[d.id] = str(target)
     if not gate.attention:
         return
     index = [f"# findings that need attention: {len(gate.attention)} "
@@ -203,6 +221,42 @@ def verdict(gate: Gate) -> str:
     return f"verdict: PASS — nothing failed{tail} (exit {code})"
 
 
+def defect_lines(gate: Gate, *, verbose: bool = False, limit: int = DEFECT_LIMIT) -> list[str]:
+    """The defects table: status, tier (with the models that reach it), level, location,
+    summary, clauses, signatures, repro file; reachable first."""
+    defects = gate.report.defects
+    if not defects:
+        return []
+    reachable = sum(d.tier == "reachable" for d in defects)
+    must = sum(d.level == "MUST" for d in defects)
+    new = sum(d.status == "fail" for d in defects)
+    head = (f"defects: {len(defects)} ({reachable} reachable by a real model table, {len(defects) - reachable} "
+            f"latent; {must} MUST, {len(defects) - must} SHOULD; {new} with new findings)")
+    # On the console: every MUST defect and every reachable or new one; latent SHOULD defects
+    # (advisory fields, error wording) counted per class unless --verbose.
+    listed = [(i, d) for i, d in enumerate(defects, 1)
+              if verbose or d.level == "MUST" or d.tier == "reachable" or d.status in FAILING_DEFECT]
+    numbers = {i for i, _ in listed}
+    folded = [d for i, d in enumerate(defects, 1) if i not in numbers]
+    shown = listed if verbose else listed[:limit]
+    lines = ["", head, "  #   status level  tier       function (where): what is wrong [fields] (signatures)"]
+    lines += [defect_line(i, d) for i, d in shown]
+    if folded:
+        classes: dict[str, int] = {}
+        for d in folded:
+            classes[short_outcome(d.outcome)] = classes.get(short_outcome(d.outcome), 0) + 1
+        lines.append(f"  + {len(folded)} latent SHOULD defects known: "
+                     + ", ".join(f"{n} {c}" for c, n in classes.items()) + " (--verbose lists them)")
+    if gate.defect_repros:
+        lines.append(f"repro of each: {gate.repro_dir}/defect-D<#>-*.py (an -O finding's repro runs under python -O)")
+    if len(shown) < len(listed):
+        lines.append(f"  ... and {len(listed) - len(shown)} more in the JSON report (--verbose prints them all)")
+    latent = [d for _, d in shown if d.tier == "latent" and d.latent_reason]
+    if latent:
+        lines.append(f"latent: {latent[0].latent_reason}")
+    return lines
+
+
 def render_console(gate: Gate, *, verbose: bool = False, limit: int = CONSOLE_LIMIT) -> str:
     """The terse console output (``verbose``: with every message, snippet and known finding);
     its last line is :func:`verdict`."""
@@ -218,6 +272,7 @@ def render_console(gate: Gate, *, verbose: bool = False, limit: int = CONSOLE_LI
         if d.unjudged:
             lines.append(f"not compared (judged on one side only): {len(d.unjudged)} clause x mode")
         lines += subject_lines(d)
+    lines += defect_lines(gate, verbose=verbose)
     known = gate.known
     if known and not verbose:
         what = "unchanged from the baseline" if gate.delta is not None else "xfail"

@@ -70,6 +70,8 @@ class Witness(pydantic.BaseModel):
     field: str | None = None
     order: list[int] = []
     cut: int = 0
+    model: str = ""
+    """The real model whose layer table or layer specs these are (its tables ship with the adapter)."""
     dispatch: DispatchWitness | None = None
 
 

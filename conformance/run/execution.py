@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
 from kvcontract.conformance.contract.laws import law
 from kvcontract.conformance.contract.model import Example, KitFailure, Law, Violation, domain_of
+from kvcontract.conformance.contract.models import model_examples
 from kvcontract.conformance.contract.systematic import all_pairs, exercised
 from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.conformance.reports.check import ClauseRun, Mode, Record
@@ -51,6 +52,8 @@ class _Findings:
         self.not_driven = 0
         """Examples the kit could not take to the engine (its own code failed first)."""
         self.pairs: set[tuple[str, str]] = set()
+        self.models: dict[str, set[str]] = {}
+        """Per signature, the real model tables that show it."""
 
     def judge(self, engine: Engine, law_: Law, ex: Example, phase: str, emit: Emit | None) -> Violation | None:
         self.examples += 1
@@ -61,6 +64,9 @@ class _Findings:
         try:
             law_.check(engine, ex)
         except Violation as violation:
+            if ex.model:
+                for sig in violation.signatures:
+                    self.models.setdefault(sig, set()).add(ex.model)
             new = [sig for sig in violation.signatures if sig not in self.found]
             if new:  # the example is rebuilt only for a new finding: most violations repeat one
                 violation.example = law_.example_type.from_json(pristine)
@@ -191,6 +197,8 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
     findings = _Findings()
     systematic = 0
     try:
+        for _, ex in model_examples(engine, law_):  # real models first: their witness is kept
+            findings.judge(engine, law_, ex, "model", emit)
         if law_.systematic is not None:
             for ex in law_.systematic(domain):
                 findings.judge(engine, law_, ex, "systematic", emit)
@@ -214,13 +222,15 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
             violation = v.replay.violation
             snippet = law_.snippet(engine, violation.example or Example(), violation, optimized)
         records.append(Record(**base, status=v.status, signature=v.entry.signature, examples=1,
-                              message=v.message, witness=v.entry.witness, phase="witness", snippet=snippet))
+                              message=v.message, witness=v.entry.witness, phase="witness", snippet=snippet,
+                              models=sorted(findings.models.get(v.entry.signature, ()))))
     for sig, (ex, violation, phase) in sorted(findings.found.items()):
         if verdicts.finding_status(sig, judged) == "xfail":
             continue  # the expectation's own record (its pinned witness) stands for it
         records.append(Record(**base, status="fail", signature=sig, examples=1, phase=phase,
                               message=violation.message, witness=ex.to_json(),
-                              snippet=law_.snippet(engine, ex, violation, optimized)))
+                              snippet=law_.snippet(engine, ex, violation, optimized),
+                              models=sorted(findings.models.get(sig, ()))))
     for key, (bad_example, error) in sorted(findings.errors.items()):
         records.append(Record(**base, status="error", signature=f"kit-error:{type(error).__name__}",
                               message=f"the kit could not judge an example: {key}",

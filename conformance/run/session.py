@@ -14,14 +14,18 @@ the partial report: the records so far, ``complete`` false, the clause x mode ru
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import kvcontract
 from kvcontract.conformance.contract.laws import CLAUSE_ORDER, DERIVED, LAWS
+from kvcontract.conformance.contract.strategies import DOMAIN_ENV, DOMAIN_MODES, domain_mode
 from kvcontract.conformance.reports.check import (
     STATUS_RANK,
     ClauseRun,
@@ -31,13 +35,14 @@ from kvcontract.conformance.reports.check import (
     Report,
     optimize_modes,
     summarize,
-    write_json,
     write_junit,
 )
+from kvcontract.conformance.reports.defects import FINDING_STATUSES, build_defects
 from kvcontract.conformance.reports.expectations import Expectations, load_xfails
 from kvcontract.conformance.run import tasks
 from kvcontract.conformance.run.verdicts import derive_optimize_only, failure_record
 from kvcontract.conformance.run.worker import TaskResult, Worker
+from kvcontract.reports import write_atomic
 from kvcontract.usage import Interrupted, interrupt_exit_code, interrupt_name, interrupt_signal
 
 CLAUSE_TIMEOUT_S = 300.0
@@ -47,6 +52,8 @@ EXAMPLE_TIMEOUT_S = 30.0
 ENGINE_LOAD_TIMEOUT_S = 180.0
 
 Progress = Callable[[str], None]
+DEFAULT_DOMAIN = DOMAIN_MODES[0]
+"""The domain a check draws from unless told: ``producible`` (what the engine's code builds)."""
 
 
 STOP_JOIN_S = 10.0
@@ -70,7 +77,7 @@ def keep_partial(exc: CheckInterrupted, json_path: str | None, junit_path: str |
     ``--json`` / ``--junit`` say, one line on stderr, and the exit code (130 SIGINT, 143 SIGTERM)."""
     written = [str(p) for p in (json_path, junit_path) if p]
     if json_path:
-        write_json(exc.report, json_path)
+        write_report_json(exc.report, json_path)
     if junit_path:
         write_junit(exc.report, junit_path)
     where = f"partial report written to {' and '.join(written)}" if written else "no report requested (--json)"
@@ -98,10 +105,11 @@ class Pass:
 
     def __init__(self, engine_name: str, *, optimized: bool, profile: str, seed_value: int,
                  xfails: str | None, clauses: Sequence[str], progress: Progress | None,
-                 clause_timeout: float, example_timeout: float) -> None:
+                 clause_timeout: float, example_timeout: float, domain: str = DEFAULT_DOMAIN) -> None:
         self.engine_name = engine_name
         self.mode = "optimized" if optimized else "normal"
-        self.worker = Worker(optimized=optimized)
+        self.domain = domain
+        self.worker = Worker(optimized=optimized, env={**os.environ, DOMAIN_ENV: domain})  # every task's domain
         self.profile, self.seed, self.xfails = profile, seed_value, xfails
         self.clauses = list(clauses)
         self.progress = progress
@@ -134,7 +142,7 @@ class Pass:
                 result = self.worker.run(
                     tasks.LAW_TASK,
                     {"engine": self.engine_name, "clause": clause, "profile": self.profile,
-                     "seed": self.seed, "xfails": self.xfails},
+                     "seed": self.seed, "xfails": self.xfails, "domain": self.domain},
                     timeout=self.clause_timeout, heartbeat=self.example_timeout)
                 if result.status == "stopped":
                     break  # interrupted: the clause did not run to its end, it is not recorded
@@ -178,6 +186,32 @@ class Pass:
         return [NotRun(clause=c, mode=self.mode) for c in self.clauses if c not in done]  # type: ignore[arg-type]
 
 
+def record_domain(report: Report, domain: str) -> Report:
+    """``report`` with the domain it drew from (``report.domain``, where the report model has it;
+    :func:`report_json` writes it in any case)."""
+    if "domain" in type(report).model_fields:
+        report.domain = domain  # type: ignore[attr-defined,unused-ignore]
+    else:
+        _DOMAINS[id(report)] = domain
+    return report
+
+
+_DOMAINS: dict[int, str] = {}
+
+
+def report_json(report: Report) -> str:
+    """The report's JSON with its top-level ``domain`` (the domain the run drew from)."""
+    if "domain" in type(report).model_fields or id(report) not in _DOMAINS:
+        return report.model_dump_json(indent=2) + "\n"
+    data = {"domain": _DOMAINS[id(report)], **report.model_dump(mode="json")}
+    return json.dumps(data, indent=2) + "\n"
+
+
+def write_report_json(report: Report, path: str | Path) -> None:
+    """:func:`~kvcontract.conformance.reports.check.write_json`, with the domain recorded."""
+    write_atomic(path, report_json(report))
+
+
 def selected_clauses(clauses: Sequence[str] | None) -> list[str]:
     """The laws' clauses to run, in SPEC.md order (derived clauses are judged from them)."""
     if not clauses:
@@ -218,16 +252,19 @@ def _load_engine_everywhere(passes: Mapping[str, Pass]) -> dict[str, dict[str, A
 def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0,
               optimize: str = "both", xfails: str | None = None, use_default_xfails: bool = False,
               clauses: Sequence[str] | None = None, progress: Progress | None = None,
-              clause_timeout: float = CLAUSE_TIMEOUT_S, example_timeout: float = EXAMPLE_TIMEOUT_S) -> Report:
+              clause_timeout: float = CLAUSE_TIMEOUT_S, example_timeout: float = EXAMPLE_TIMEOUT_S,
+              domain: str = DEFAULT_DOMAIN) -> Report:
     """The main job: every clause against ``engine_name``, each mode in its own
-    supervised worker, concurrently. Raises :class:`EngineLoadError` when the
-    engine cannot be loaded at all."""
+    supervised worker, concurrently, drawing from ``domain`` (``producible``: what the engine's
+    own code builds; ``constructor``: every field and value). Raises :class:`EngineLoadError`
+    when the engine cannot be loaded at all."""
+    domain = domain_mode(domain)
     start = time.perf_counter()
     selected = selected_clauses(clauses)
     modes = optimize_modes(optimize)
     passes: dict[str, Pass] = {m: Pass(engine_name, optimized=m == "optimized", profile=profile, seed_value=seed_value,
                       xfails=xfails, clauses=selected, progress=progress, clause_timeout=clause_timeout,
-                      example_timeout=example_timeout) for m in modes}
+                      example_timeout=example_timeout, domain=domain) for m in modes}
     info: dict[str, Any] = {}
     expectations = None
     threads: list[threading.Thread] = []
@@ -252,6 +289,11 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
         records += derive_optimize_only(records, normal=normal.replay_all if normal else None,
                                         optimized=optimized.replay_all if optimized else None,
                                         expectations=expectations, complete=True)
+        report = record_domain(_report(engine_name, info, profile, seed_value, modes, expectations, records, runs,
+                                       passes, start), domain)
+        reviews = {e.defect: e.reason for e in expectations.entries if e.defect} if expectations else {}
+        trace_defects(report, passes["normal"].worker if "normal" in passes else None, engine_name,
+                      progress=progress, timeout=clause_timeout, heartbeat=example_timeout, reviews=reviews)
     except KeyboardInterrupt as exc:
         # SIGINT, or SIGTERM through the command line's handler: stop every worker first
         # (its process group killed), then keep what ran.
@@ -261,14 +303,44 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
             t.join(timeout=STOP_JOIN_S)
         records = [r for p in passes.values() for r in p.records]
         runs = [r for p in passes.values() for r in p.runs]
-        report = _report(engine_name, info, profile, seed_value, modes, expectations, records, runs, passes, start)
+        report = record_domain(_report(engine_name, info, profile, seed_value, modes, expectations, records, runs,
+                                       passes, start), domain)
         report.complete = False
         report.not_run = [n for p in passes.values() for n in p.not_run()]
         raise CheckInterrupted(interrupt_signal(exc), report, len(runs), len(selected) * len(modes)) from None
     finally:
         for p in passes.values():
             p.close()
-    return _report(engine_name, info, profile, seed_value, modes, expectations, records, runs, passes, start)
+    return report
+
+
+def trace_defects(report: Report, worker: Worker | None, engine_name: str, *, progress: Progress | None,
+                  timeout: float, heartbeat: float, reviews: Mapping[str, str] | None = None) -> None:
+    """Trace each finding of ``report`` to the engine code that causes it, in a normal-interpreter
+    worker (``worker``, or a fresh one), and group them into ``report.defects``. A tracing
+    failure is a warning, never a lost report."""
+    wanted = [i for i, r in enumerate(report.records) if r.status in FINDING_STATUSES and r.witness]
+    if not wanted:
+        return
+    start = time.perf_counter()
+    own = worker is None
+    worker = worker or Worker(optimized=False)
+    try:
+        items = [{"clause": report.records[i].clause, "mode": report.records[i].mode,
+                  "signature": report.records[i].signature, "witness": report.records[i].witness} for i in wanted]
+        result = worker.run(tasks.LOCATE_TASK, {"engine": engine_name, "items": items},
+                            timeout=timeout + ENGINE_LOAD_TIMEOUT_S, heartbeat=heartbeat + ENGINE_LOAD_TIMEOUT_S)
+    finally:
+        if own:
+            worker.close()
+    if not result.ok:
+        report.warnings.append(f"findings were not traced to engine code: {result.error or result.status}")
+        return
+    located = dict(zip(wanted, result.value, strict=True))
+    report.defects = build_defects(report.records, located, tables=report.tables, reviews=reviews)
+    if progress is not None:
+        progress(f"[defects] {len(wanted)} findings traced to {len(report.defects)} defects "
+                 f"({time.perf_counter() - start:.1f}s)")
 
 
 def _report(engine_name: str, info: Mapping[str, Any], profile: str, seed_value: int, modes: list[Mode],
@@ -289,4 +361,5 @@ def _report(engine_name: str, info: Mapping[str, Any], profile: str, seed_value:
                   engine_source=info.get("source"), records=records, clauses=runs, coverage=coverage,
                   coverage_summary=str(info.get("coverage_summary", "")),
                   engine_log={m: p.log for m, p in passes.items() if p.log},
+                  tables=list(info.get("tables") or []),
                   summary=summarize(records, time.perf_counter() - start))

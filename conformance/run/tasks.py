@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvcontract.conformance.contract.laws import law
+from kvcontract.conformance.contract.strategies import use_domain
 from kvcontract.conformance.engines.protocol import Engine, SourceInfo
 from kvcontract.conformance.reports.expectations import load_xfails
 from kvcontract.conformance.run.execution import replay, replay_items, replay_json, run_law
@@ -22,6 +23,7 @@ ENGINE_INFO_TASK = "kvcontract.conformance.run.tasks:engine_info_task"
 LAW_TASK = "kvcontract.conformance.run.tasks:law_task"
 REPLAY_TASK = "kvcontract.conformance.run.tasks:replay_task"
 REPLAY_ALL_TASK = "kvcontract.conformance.run.tasks:replay_all_task"
+LOCATE_TASK = "kvcontract.conformance.run.tasks:locate_task"
 
 _ENGINES: dict[str, Engine] = {}
 
@@ -37,6 +39,7 @@ def engine(name: str) -> Engine:
 
 def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     """Load the engine; its name, version and bundled expectations file."""
+    from kvcontract.conformance.contract.models import model_names
     from kvcontract.conformance.contract.surface import coverage_summary
     from kvcontract.conformance.reports.expectations import bundled_xfails
 
@@ -44,11 +47,13 @@ def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     found = bundled_xfails(loaded)
     source = loaded.source_info() if isinstance(loaded, SourceInfo) else None
     return {"name": loaded.name, "version": loaded.version, "expectations": str(found) if found else None,
-            "coverage_summary": coverage_summary(loaded), "source": source}
+            "coverage_summary": coverage_summary(loaded), "source": source, "tables": model_names(loaded)}
 
 
 def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
-    """One clause in this worker: its records and its run summary (JSON)."""
+    """One clause in this worker: its records and its run summary (JSON), drawn from the
+    domain ``args["domain"]`` names (default: the worker's, ``strategies.domain_mode``)."""
+    use_domain(args.get("domain"))
     loaded = engine(str(args["engine"]))
     path = args.get("xfails")
     expectations = load_xfails(str(path)) if path else None
@@ -66,3 +71,11 @@ def replay_all_task(args: Mapping[str, Any], emit: Emit) -> list[dict[str, Any]]
 def replay_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     """Replay one witness of one clause here: does it still violate, with which signature?"""
     return replay_json(replay(engine(str(args["engine"])), law(str(args["clause"])), args["witness"]))
+
+
+def locate_task(args: Mapping[str, Any], emit: Emit) -> list[dict[str, Any]]:
+    """Where in the engine each finding comes from (:func:`~kvcontract.conformance.run.locate.locate`):
+    run in the normal interpreter, so that an -O finding's assert fires."""
+    from kvcontract.conformance.run.locate import locate_items
+
+    return locate_items(engine(str(args["engine"])), args["items"], emit)

@@ -64,6 +64,12 @@ def _groups(engine: Engine, ex: Example) -> list[EngineGroup] | BaseException:
     return answer
 
 
+def forget_groupings() -> None:
+    """Drop the remembered groupings: the next judgement asks the engine again (a finding's
+    location is traced while the engine runs, not from a remembered answer)."""
+    _GROUPINGS.clear()
+
+
 def _ask_groups(engine: Engine, ex: Example) -> list[EngineGroup] | BaseException:
     objs = {n: to_engine(engine, s) for n, s in ex.table}
     try:
@@ -98,8 +104,9 @@ def _judged_groups(engine: Engine, ex: Example) -> list[EngineGroup] | None:
 def check_partition(engine: Engine, ex: Example) -> None:
     groups = _groups(engine, ex)
     if isinstance(groups, BaseException):
-        if _grouping_ok(ex):
-            raise Violation(f"grouping raised {describe(groups)}", Raised(GroupsOf()),
+        if _grouping_ok(ex) or ex.model:  # a real model's table: the engine serves it, grouping must too
+            on = f" on {ex.model}'s layer table" if ex.model else ""
+            raise Violation(f"grouping raised {describe(groups)}{on}", Raised(GroupsOf()),
                             raised_signature(groups, None))
         return
     names = [n for g in groups for n in g.layer_names]

@@ -14,7 +14,8 @@ the dtypes and enum members the release accepts from vLLM itself.
 
 :class:`VllmEngine` is built in layers, one role each: reading the release
 (:mod:`.discovery`), converting specs (:mod:`.conversion`), uniformity and grouping
-(:mod:`.grouping`), repro snippets (:mod:`.snippets`); this module adds loading
+(:mod:`.grouping`), repro snippets (:mod:`.snippets`), the fields its code sets
+(:mod:`.producible`, the default domain of ``check``); this module adds loading
 (:mod:`.source` for a source tree), merge, page size and routing (:mod:`.routing`).
 Where a release keeps what the adapter drives are class attributes of
 :class:`VllmEngine`, read through ``self``: a fork's adapter subclasses it and
@@ -33,12 +34,13 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from kvcontract.conformance.engines.protocol import EngineUnavailable, Router
+from kvcontract.conformance.engines.vllm.producible import VllmProducible
 from kvcontract.conformance.engines.vllm.snippets import VllmSnippets
 from kvcontract.conformance.engines.vllm.source import distribution_of, git_state, use_source_tree
-from kvcontract.reference import KVQuantMode, MambaType, SparseCacheRole
+from kvcontract.reference import KVCacheSpec, KVQuantMode, MambaType, SparseCacheRole
 
 
-class VllmEngine(VllmSnippets):
+class VllmEngine(VllmSnippets, VllmProducible):
     """vLLM's ``kv_cache_interface`` specs, merge, uniformity check and grouping."""
 
     name = "vllm"
@@ -136,6 +138,25 @@ class VllmEngine(VllmSnippets):
     def source_info(self) -> dict[str, str] | None:
         """Where the checked vLLM comes from, for a source tree (the report's ``engine_source``)."""
         return git_state(self.source_path) if self.source_path is not None else None
+
+    def source_roots(self) -> list[str]:
+        """vLLM's package directory: its frames are the engine's (a finding's location)."""
+        return [str(Path(getattr(self._package, "__file__", "") or "").resolve().parent)]
+
+    def model_tables(self) -> list[tuple[str, tuple[tuple[str, KVCacheSpec], ...]]]:
+        """The real model tables built with this release's own spec-building code
+        (:mod:`kvcontract.conformance.engines.vllm.tables`); none for another release."""
+        from kvcontract.conformance.engines.vllm.tables import TablesNotFound, load_tables
+
+        try:
+            return [(t.name, tuple(t.layers)) for t in load_tables(self.version)]
+        except TablesNotFound:
+            return []
+
+    def deciders(self, outcome: str) -> tuple[str, ...]:
+        """vLLM's merge decides agreement and the merged value; the grouping's per-member
+        rule (``is_uniform_with_collection``) decides which disagreeing layers share a group."""
+        return ("is_uniform_with_collection", "merge") if outcome == "mixed-allocation" else ("merge",)
 
     @functools.cached_property
     def distribution(self) -> str | None:

@@ -1,0 +1,245 @@
+"""Where in the engine a finding comes from: its witness replayed under a tracer.
+
+A finding is evidence; the *defect* is the engine code that causes it. :func:`locate`
+replays a finding's witness in the normal interpreter (a supervised worker) with a
+tracer on the engine's own source files (:func:`engine_roots`), and answers one
+location per finding, mechanically:
+
+- the engine raised (``raised-X``, an error message judged by ERROR-MESSAGE-1): the
+  innermost engine frame where that exception arose;
+- the finding is ``python -O``-only: the engine ``assert`` statement that fires when
+  the same witness runs without ``-O`` (under ``-O`` it is gone, so the finding);
+- a wrong answer: the engine function that decides it (:class:`Locatable`'s
+  ``deciders``: e.g. the ``merge`` that ran on the finding's kind), else the engine
+  function the kit called.
+
+:mod:`kvcontract.conformance.reports.defects` turns the locations into defects.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+import linecache
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from types import FrameType
+from typing import Any
+
+from kvcontract.conformance.contract.laws import DERIVED, law
+from kvcontract.conformance.contract.laws.group import forget_groupings
+from kvcontract.conformance.contract.model import Violation
+from kvcontract.conformance.engines.protocol import Engine, Locatable
+from kvcontract.conformance.run.worker import Emit
+
+WRONG_ANSWER_DECIDERS: tuple[str, ...] = ("merge",)
+"""What decides a wrong answer for an engine that does not say (:class:`Locatable`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One engine frame: file (relative to the engine's root's parent), line, function."""
+
+    file: str
+    line: int
+    function: str
+    receiver: str = ""
+    """The class of ``self`` / ``cls`` in the frame (a merge run on which kind)."""
+
+    @property
+    def statement(self) -> str:
+        return linecache.getline(self.file_abs, self.line).strip() if self.file_abs else ""
+
+    file_abs: str = ""
+
+
+def engine_roots(engine: Engine) -> tuple[str, ...]:
+    """The directories whose files are the engine's own code."""
+    if isinstance(engine, Locatable):
+        return tuple(os.path.realpath(r) for r in engine.source_roots())
+    module = sys.modules.get(type(engine).__module__)
+    path = getattr(module, "__file__", None)
+    return (os.path.realpath(os.path.dirname(path)),) if path else ()
+
+
+class Tracer:
+    """Engine calls and the origin of every exception raised in engine code, while active."""
+
+    def __init__(self, roots: Sequence[str]) -> None:
+        self.roots = tuple(r.rstrip(os.sep) + os.sep for r in roots)
+        self.calls: list[Frame] = []
+        self.raised: list[tuple[BaseException, Frame]] = []
+        self._seen: set[int] = set()
+        self._files: dict[str, str | None] = {}
+
+    def _relative(self, filename: str) -> str | None:
+        if filename not in self._files:
+            real = os.path.realpath(filename)
+            self._files[filename] = next(
+                (os.path.relpath(real, os.path.dirname(root.rstrip(os.sep))) for root in self.roots
+                 if real.startswith(root)), None)
+        return self._files[filename]
+
+    def _frame(self, frame: FrameType, line: int, rel: str) -> Frame:
+        receiver = frame.f_locals.get("cls", frame.f_locals.get("self"))
+        name = receiver.__name__ if isinstance(receiver, type) else type(receiver).__name__ if receiver is not None \
+            else ""
+        return Frame(rel, line, frame.f_code.co_qualname, name, frame.f_code.co_filename)
+
+    def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event != "call":
+            return None
+        rel = self._relative(frame.f_code.co_filename)
+        if rel is None:
+            return None
+        self.calls.append(self._frame(frame, frame.f_code.co_firstlineno, rel))
+        return self._local
+
+    def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "exception":
+            exc = arg[1]
+            if id(exc) not in self._seen:  # the first event is where it arose; outer frames re-see it
+                self._seen.add(id(exc))
+                rel = self._relative(frame.f_code.co_filename)
+                if rel is not None:
+                    self.raised.append((exc, self._frame(frame, frame.f_lineno, rel)))
+        return self._local
+
+    def __enter__(self) -> Tracer:
+        self._previous = sys.gettrace()
+        sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.settrace(self._previous)
+
+
+def _outcome(signature: str) -> str:
+    return signature.split(":", 1)[0]
+
+
+def _kinds(signature: str) -> set[str]:
+    parts = signature.split(":")
+    return set(parts[1].replace(">", "+").split("+")) if len(parts) > 1 else set()
+
+
+_STATEMENTS: dict[str, list[tuple[int, int, bool]]] = {}
+
+
+def _statements(file_abs: str) -> list[tuple[int, int, bool]]:
+    """``(first line, last line, is an assert)`` of every statement of a file (parsed once)."""
+    if file_abs not in _STATEMENTS:
+        try:
+            tree = ast.parse("".join(linecache.getlines(file_abs)))
+        except (SyntaxError, ValueError):
+            tree = ast.Module(body=[], type_ignores=[])
+        _STATEMENTS[file_abs] = [(n.lineno, n.end_lineno or n.lineno, isinstance(n, ast.Assert))
+                                 for n in ast.walk(tree) if isinstance(n, ast.stmt)]
+    return _STATEMENTS[file_abs]
+
+
+def _enclosing_assert(frame: Frame) -> Frame | None:
+    """The frame at the first line of the ``assert`` statement its line is part of (an assert's
+    condition may span lines; the exception names the line being evaluated), or None."""
+    spans = [(first, last, is_assert) for first, last, is_assert in _statements(frame.file_abs)
+             if first <= frame.line <= last]
+    if not spans:
+        return None
+    first, _, is_assert = min(spans, key=lambda span: span[1] - span[0])  # the innermost statement
+    return dataclasses.replace(frame, line=first) if is_assert else None
+
+
+def _prefer(frames: Sequence[Frame], kinds: set[str]) -> Frame | None:
+    """The frame run on one of the finding's kinds, else the most frequent location, first seen first."""
+    if not frames:
+        return None
+    on_kind = [f for f in frames if f.receiver in kinds]
+    pool = on_kind or list(frames)
+    counts: dict[tuple[str, int], int] = {}
+    for f in pool:
+        counts[(f.file, f.line)] = counts.get((f.file, f.line), 0) + 1
+    return max(pool, key=lambda f: counts[(f.file, f.line)])
+
+
+def _decider(tracer: Tracer, names: Sequence[str], kinds: set[str]) -> Frame | None:
+    """The last call of the first of ``names`` that ran (on one of ``kinds`` if any did), else
+    the engine function the kit called first."""
+    for name in names:
+        deciding = [f for f in tracer.calls if f.function.rsplit(".", 1)[-1] == name]
+        on_kind = [f for f in deciding if f.receiver in kinds]
+        if on_kind or deciding:
+            return (on_kind or deciding)[-1]
+    return tracer.calls[0] if tracer.calls else None
+
+
+def _at_def(frame: Frame) -> Frame:
+    """A function's frame at its ``def`` line (``co_firstlineno`` is its first decorator's)."""
+    for line in range(frame.line, frame.line + 12):
+        text = linecache.getline(frame.file_abs, line).strip()
+        if text.startswith(("def ", "async def ")):
+            return dataclasses.replace(frame, line=line)
+    return frame
+
+
+def _answer(frame: Frame | None, outcome: str, how: str) -> dict[str, Any]:
+    if frame is not None and frame.statement.startswith("@"):
+        frame = _at_def(frame)
+    if frame is None:
+        return {"outcome": outcome, "how": how, "location": "", "function": "", "statement": ""}
+    return {"outcome": outcome, "how": how, "location": f"{frame.file}:{frame.line}", "function": frame.function,
+            "statement": frame.statement[:160]}
+
+
+def locate(engine: Engine, roots: Sequence[str], item: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine location of one finding (``clause``, ``mode``, ``signature``, ``witness``)."""
+    clause, mode, signature = str(item["clause"]), str(item["mode"]), str(item["signature"])
+    if clause in DERIVED:  # ERROR-OPTIMIZE-1: optimized-only:<source clause>:<source signature>
+        _, clause, signature = signature.split(":", 2)
+    law_ = law(clause)
+    example = law_.example_type.from_json(item["witness"])
+    tracer = Tracer(roots)
+    violation: Violation | None = None
+    forget_groupings()
+    with tracer:
+        try:
+            law_.check(engine, copy.deepcopy(example))
+        except Violation as v:
+            violation = v
+        except Exception as exc:  # noqa: BLE001 - the kit could not judge it: no location
+            return {"outcome": _outcome(signature), "how": f"replay failed: {type(exc).__name__}: {exc}",
+                    "location": "", "function": "", "statement": ""}
+    outcome, kinds = _outcome(signature), _kinds(signature)
+    same = violation is not None and signature in violation.signatures
+    if mode == "optimized" and not same:
+        asserts = [a for a in (_enclosing_assert(f) for exc, f in tracer.raised if isinstance(exc, AssertionError))
+                   if a is not None]
+        if asserts:
+            return _answer(_prefer(asserts, kinds), "assert-only",
+                           "the assert that fires on this witness without -O")
+    if outcome.startswith("raised-") or outcome == "message-omits":
+        wanted = outcome.removeprefix("raised-")
+        cause = violation.__cause__ if violation is not None else None
+        origins = [f for exc, f in tracer.raised if exc is cause] or \
+                  [f for exc, f in tracer.raised if type(exc).__name__ == wanted] or [f for _, f in tracer.raised]
+        if origins:
+            return _answer(origins[-1], outcome if outcome == "message-omits" else f"raises-{wanted}",
+                           "the innermost engine frame of the exception")
+    deciders = engine.deciders(outcome) if isinstance(engine, Locatable) else WRONG_ANSWER_DECIDERS
+    return _answer(_decider(tracer, deciders, kinds), outcome, "the engine function that decided the answer")
+
+
+def locate_items(engine: Engine, items: Sequence[Mapping[str, Any]], emit: Emit | None = None) -> list[dict[str, Any]]:
+    """:func:`locate` for each finding, one progress event each."""
+    roots = engine_roots(engine)
+    out = []
+    for item in items:
+        if emit is not None:
+            emit({"clause": item["clause"], "phase": "locate", "example": item["witness"]})
+        try:
+            out.append(locate(engine, roots, item))
+        except Exception as exc:  # noqa: BLE001 - one unreadable witness does not stop the rest
+            out.append({"outcome": _outcome(str(item["signature"])), "how": f"not located: {type(exc).__name__}: "
+                        f"{exc}", "location": "", "function": "", "statement": ""})
+    return out

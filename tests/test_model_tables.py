@@ -1,0 +1,125 @@
+"""Real models' layer tables shipped for vLLM 0.34.0 (conformance/engines/vllm/tables).
+
+The loader and codec tests need no vLLM; the rebuild test rebuilds families from the
+installed vLLM and compares them with the shipped JSON (skipped without vLLM).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from kvcontract.conformance.contract.codec import spec_from_json, spec_to_json
+from kvcontract.conformance.engines.vllm.tables import (
+    ModelTable,
+    TablesNotFound,
+    load_document,
+    load_skipped,
+    load_tables,
+)
+
+VERSION = "0.34.0"
+
+
+@pytest.fixture(scope="module")
+def tables() -> list[ModelTable]:
+    return load_tables(VERSION)
+
+
+def test_loader_reads_the_shipped_tables(tables: list[ModelTable]) -> None:
+    names = [t.name for t in tables]
+    assert len(names) == len(set(names))
+    assert {"llama-3.1-8b", "deepseek-v3", "deepseek-v4"} <= set(names)
+    for table in tables:
+        assert table.layers, table.name
+        assert table.source["release"] == f"vllm-{VERSION}"
+        assert table.source["modules"] and table.source["builder"]
+        for entry in table.source["config"].values():
+            assert set(entry) == {"value", "source"} and entry["source"]
+        assert len({name for name, _ in table.layers}) == len(table.layers)
+
+
+def test_unknown_version_is_refused() -> None:
+    with pytest.raises(TablesNotFound):
+        load_tables("0.0.0")
+
+
+def test_skipped_families_have_reasons() -> None:
+    skipped = load_skipped(VERSION)
+    assert skipped
+    for entry in skipped:
+        assert entry["name"] and len(entry["reason"]) > 20
+
+
+def test_specs_round_trip_through_the_codec(tables: list[ModelTable]) -> None:
+    for table in tables:
+        for name, spec in table.layers:
+            assert spec_from_json(spec_to_json(spec)) == spec, (table.name, name)
+            assert spec_from_json(spec_to_json(spec, full=True)) == spec, (table.name, name)
+
+
+def test_layer_counts_follow_the_config(tables: list[ModelTable]) -> None:
+    by_name = {t.name: t for t in tables}
+    for table in tables:
+        assert len(table.layers) == table.source["expected_layers"], table.name
+    config = by_name["deepseek-v3"].source["config"]
+    assert len(by_name["deepseek-v3"].layers) == config["num_hidden_layers"]["value"]
+    v4 = by_name["deepseek-v4"]
+    layer_types = v4.source["config"]["layer_types"]["value"]
+    rates = v4.source["config"]["compress_rates"]["value"]
+    attn = [n for n, _ in v4.layers if n.endswith(".attn")]
+    assert len(attn) == len(layer_types)
+    c4 = sum(1 for t in layer_types if rates.get(t, 0) == 4)
+    assert sum(1 for n, _ in v4.layers if n.endswith(".indexer.k_cache")) == c4
+    gemma = by_name["gemma-3"]
+    sliding = sum(1 for t in gemma.source["config"]["layer_types"]["value"]
+                  if t == "sliding_attention")
+    assert sum(1 for _, s in gemma.layers if type(s).__name__ == "SlidingWindowSpec") == sliding
+    if "qwen3-next" in by_name:
+        qwen = by_name["qwen3-next"]
+        linear = sum(1 for t in qwen.source["config"]["layer_types"]["value"]
+                     if t == "linear_attention")
+        assert sum(1 for _, s in qwen.layers if type(s).__name__ == "MambaSpec") == linear
+
+
+def test_grouping_outcomes_are_recorded(tables: list[ModelTable]) -> None:
+    for table in tables:
+        assert set(table.grouping) == {"normal", "optimized"}, table.name
+        for outcome in table.grouping.values():
+            assert ("groups" in outcome) or ("error" in outcome) or ("config_gap" in outcome)
+            for group in outcome.get("groups", []):
+                assert set(group["layers"]) <= {n for n, _ in table.layers}
+
+
+def _vllm_importable() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.skipif(not _vllm_importable(), reason="vLLM is not installed")
+def test_rebuild_matches_the_shipped_json() -> None:
+    import vllm
+
+    if vllm.__version__ != VERSION:
+        pytest.skip(f"installed vLLM is {vllm.__version__}, the shipped tables are {VERSION}")
+    from kvcontract.conformance.engines.vllm.engine import VllmEngine
+    from kvcontract.conformance.engines.vllm.tables.build import collect
+    from kvcontract.conformance.engines.vllm.tables.catalogue import families
+    from kvcontract.conformance.engines.vllm.tables.document import table_entry
+
+    shipped = {t["name"]: t for t in load_document(VERSION)["tables"]}
+    engine = VllmEngine()
+    wanted = {"gemma-3", "deepseek-v3.2", "deepseek-v4"}
+    rebuilt = 0
+    for family in families():
+        if family.name not in wanted:
+            continue
+        built = family.build()
+        entry = table_entry(family.name, built, collect(built), engine, f"vllm-{VERSION}")
+        assert entry["layers"] == shipped[family.name]["layers"], family.name
+        assert entry["engine_only"] == shipped[family.name]["engine_only"], family.name
+        assert entry["source"]["config"] == shipped[family.name]["source"]["config"]
+        rebuilt += 1
+    assert rebuilt == len(wanted)
