@@ -123,3 +123,30 @@ def test_rebuild_matches_the_shipped_json() -> None:
         assert entry["source"]["config"] == shipped[family.name]["source"]["config"]
         rebuilt += 1
     assert rebuilt == len(wanted)
+
+
+def test_dspark_table_has_target_and_non_causal_draft_layers(tables: list[ModelTable]) -> None:
+    """DeepSeek-V3 + DSpark: MLA target layers and draft MLA layers that differ only in
+    ``non_causal_multi_token_decode`` (and ``is_draft``), grouped together in both modes."""
+    table = next(t for t in tables if t.name == "deepseek-v3+dspark")
+    layers = table.specs()
+    target_count = table.source["config"]["num_hidden_layers"]["value"]
+    draft_count = table.source["config"]["draft_num_hidden_layers"]["value"]
+    assert len(layers) == target_count + draft_count
+    draft = {n: s for n, s in layers.items() if getattr(s, "is_draft", False)}
+    target = {n: s for n, s in layers.items() if n not in draft}
+    assert len(target) == target_count and len(draft) == draft_count
+    assert set(draft) == {f"model.layers.{target_count + i}.self_attn"
+                          for i in range(draft_count)}
+    for spec in draft.values():
+        assert type(spec).__name__ == "MLAAttentionSpec"
+        assert spec.non_causal_multi_token_decode is True and spec.is_draft is True
+    for spec in target.values():
+        assert type(spec).__name__ == "MLAAttentionSpec"
+        assert spec.non_causal_multi_token_decode is False and spec.is_draft is False
+    assert table.source["notes"] and any("assumption" in n for n in table.source["notes"])
+    for mode, outcome in table.grouping.items():
+        groups = outcome["groups"]
+        assert len(groups) == 1, mode
+        assert set(groups[0]["layers"]) == set(layers), mode
+        assert groups[0]["spec"]["non_causal_multi_token_decode"] is True, mode

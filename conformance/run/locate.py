@@ -140,6 +140,15 @@ def _statements(file_abs: str) -> list[tuple[int, int, bool]]:
     return _STATEMENTS[file_abs]
 
 
+def _statement_start(frame: Frame) -> Frame:
+    """The frame at the first line of the innermost statement its line is part of."""
+    spans = [(first, last) for first, last, _ in _statements(frame.file_abs) if first <= frame.line <= last]
+    if not spans:
+        return frame
+    first, _ = min(spans, key=lambda span: span[1] - span[0])
+    return dataclasses.replace(frame, line=first)
+
+
 def _enclosing_assert(frame: Frame) -> Frame | None:
     """The frame at the first line of the ``assert`` statement its line is part of (an assert's
     condition may span lines; the exception names the line being evaluated), or None."""
@@ -224,7 +233,7 @@ def locate(engine: Engine, roots: Sequence[str], item: Mapping[str, Any]) -> dic
         origins = [f for exc, f in tracer.raised if exc is cause] or \
                   [f for exc, f in tracer.raised if type(exc).__name__ == wanted] or [f for _, f in tracer.raised]
         if origins:
-            return _answer(origins[-1], outcome if outcome == "message-omits" else f"raises-{wanted}",
+            return _answer(_statement_start(origins[-1]), outcome if outcome == "message-omits" else f"raises-{wanted}",
                            "the innermost engine frame of the exception")
     deciders = engine.deciders(outcome) if isinstance(engine, Locatable) else WRONG_ANSWER_DECIDERS
     return _answer(_decider(tracer, deciders, kinds), outcome, "the engine function that decided the answer")
