@@ -118,6 +118,14 @@ def test_check_baseline_names_the_one_new_finding_of_a_regression(tmp_path: Path
     repros = sorted((tmp_path / "head-repros").glob("*.py"))
     assert repros and str(head_tree.resolve()) in repros[0].read_text()
     assert head.stdout.rstrip().splitlines()[-1].startswith("verdict: FAIL")
+    # the new findings are one defect, traced to the regressed merge and reached by a real model table
+    defects = json.loads((tmp_path / "head.json").read_text())["defects"]
+    regressed_defects = [d for d in defects if any("non_causal_multi_token_decode" in s for s in d["signatures"])]
+    assert len(regressed_defects) == 1, [d["id"] for d in regressed_defects]
+    (regressed,) = regressed_defects
+    assert regressed["function"] == "MLAAttentionSpec.merge", regressed
+    assert regressed["location"].startswith("vllm/v1/kv_cache_interface.py:")
+    assert regressed["tier"] == "reachable" and "deepseek-v3+dspark" in regressed["models"], regressed
 
     same = _check(base_tree, tmp_path / "again.json", "--baseline", str(base_json))
     assert same.returncode == 0, same.stdout[-3000:]

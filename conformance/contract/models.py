@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kvcontract import reference
 from kvcontract.conformance.contract.model import Example, Law
 from kvcontract.conformance.engines.protocol import Engine, ModelTables
-from kvcontract import reference
 from kvcontract.reference import KVCacheSpec
 
 TABLE_SHAPES = frozenset({"table"})
 UNIFORM_TABLE_SHAPES = frozenset({"uniform-table"})
 ONE_SPEC_SHAPES = frozenset({"one-spec"})
-GROUP_SHAPES = frozenset({"compatible"})
+GROUP_SHAPES = frozenset({"compatible", "advisory"})
 
 
 def _distinct(specs: list[KVCacheSpec]) -> list[KVCacheSpec]:
@@ -81,3 +81,10 @@ def model_examples(engine: Engine, law_: Law) -> Iterator[tuple[str, Example]]:
 def model_names(engine: Engine) -> list[str]:
     """The names of the engine's real model tables."""
     return [name for name, _ in engine.model_tables()] if isinstance(engine, ModelTables) else []
+
+
+def model_kinds(engine: Engine) -> dict[str, list[str]]:
+    """Per real model table, the spec kinds its layers have (what a latent defect's reason names)."""
+    if not isinstance(engine, ModelTables):
+        return {}
+    return {name: sorted({type(s).__name__ for _, s in layers}) for name, layers in engine.model_tables()}

@@ -174,6 +174,8 @@ class Report(ReportHeader):
     """The input domain drawn from: ``producible`` (what the engine builds) or ``constructor``."""
     tables: list[str] = []
     """The real model tables the run fed the engine (what makes a defect reachable)."""
+    table_kinds: dict[str, list[str]] = {}
+    """Per real model table, the spec kinds of its layers."""
 
     @property
     def ok(self) -> bool:

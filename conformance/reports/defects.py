@@ -90,7 +90,8 @@ def _rank(r: Record) -> tuple[int, int, int]:
 
 
 def build_defects(records: Sequence[Record], locations: Mapping[int, Mapping[str, Any]], *,
-                  tables: Sequence[str] = (), reviews: Mapping[str, str] | None = None) -> list[Defect]:
+                  tables: Sequence[str] = (), reviews: Mapping[str, str] | None = None,
+                  table_kinds: Mapping[str, Sequence[str]] | None = None) -> list[Defect]:
     """Group the findings among ``records`` (``locations``: index in ``records`` -> where the
     finding comes from) into defects, set each record's ``defect``; reachable defects first.
     ``tables``: the real model tables the run fed the engine (named in a latent reason)."""
@@ -122,7 +123,7 @@ def build_defects(records: Sequence[Record], locations: Mapping[int, Mapping[str
             outcome=outcome, summary=_summary(function, outcome, signatures, lines),
             level="MUST" if any(r.level == "MUST" for r in recs) else "SHOULD",
             tier="reachable" if models else "latent", models=models,
-            latent_reason="" if models else _latent_reason(tables),
+            latent_reason="" if models else _latent_reason(tables, table_kinds or {}, signatures, function),
             clauses=sorted({r.clause for r in recs}), modes=sorted({r.mode for r in recs}),
             signatures=signatures, findings=len(recs),
             status=max((r.status for r in recs), key=lambda s: STATUS_RANK[s]),
@@ -132,9 +133,38 @@ def build_defects(records: Sequence[Record], locations: Mapping[int, Mapping[str
     return defects
 
 
-def _latent_reason(tables: Sequence[str]) -> str:
+def _kinds_of(signatures: Iterable[str]) -> set[str]:
+    kinds: set[str] = set()
+    for sig in signatures:
+        parts = sig.split(":")
+        if sig.startswith("optimized-only:"):
+            parts = parts[2:]
+        if len(parts) >= 2 and parts[1][:1].isupper() and " " not in parts[1]:
+            kinds |= set(parts[1].replace(">", "+").split("+"))
+    return kinds
+
+
+def _latent_reason(tables: Sequence[str], table_kinds: Mapping[str, Sequence[str]],
+                   signatures: Sequence[str], function: str = "") -> str:
+    """Why no real model table reaches a defect: the kinds its findings need that no table has,
+    else that the tables with those kinds never make their layers differ as its witnesses do."""
     if not tables:
         return "no real model table was checked in this run"
+    needed = _kinds_of(signatures)
+    owner = function.split(".", 1)[0]
+    if owner in needed:  # the kind whose code it is (its findings may pair it with any other)
+        needed = {owner}
+    present = {k for kinds in table_kinds.values() for k in kinds}
+    missing = sorted(needed - present) if table_kinds else []
+    if missing:
+        return (f"no real model table of the {len(tables)} built has {', '.join(missing)} layers "
+                f"(its findings need them)")
+    having = sorted(n for n, kinds in table_kinds.items() if needed & set(kinds)) if needed else []
+    fields = _fields(signatures)
+    if having:
+        return (f"the tables with {', '.join(sorted(needed))} layers ({', '.join(having[:4])}"
+                f"{' ...' if len(having) > 4 else ''}) never pair layers that differ "
+                f"{'in ' + ', '.join(fields[:4]) if fields else 'as its witnesses do'}")
     return f"none of the {len(tables)} real model tables checked shows it; its findings rest on drawn inputs"
 
 
@@ -204,14 +234,19 @@ def render_readme_block(summary: Mapping[str, Any]) -> str:
              "engine function × one outcome class, traced from its findings; `docs/vllm-defects.md` has "
              "every one with its review.", ""]
     for d in defects:
-        if d["tier"] != "reachable" or d["level"] != "MUST":
-            continue
-        lines.append(f"- **{d['summary']}** (`{d['location']}`) — reached by {_model_list(d['models'])}.")
-    rest = [d for d in defects if not (d["tier"] == "reachable" and d["level"] == "MUST")]
-    if rest:
-        latent_must = sum(d["level"] == "MUST" and d["tier"] == "latent" for d in rest)
-        lines.append(f"- and {len(rest)} more: {latent_must} latent MUST defects (no real model table reaches "
-                     f"them), {len(rest) - latent_must} SHOULD defects.")
+        if d["tier"] == "reachable" and d["level"] == "MUST":
+            lines.append(f"- **{d['summary']}** (`{d['location']}`) — reached by {_model_list(d['models'])}.")
+    latent_must = [d for d in defects if d["tier"] == "latent" and d["level"] == "MUST"]
+    if latent_must:
+        lines += ["", f"Latent MUST defects ({len(latent_must)}; no real model table reaches them):"]
+        lines += [f"- {d['summary']} (`{d['location']}`)" for d in latent_must]
+    should = [d for d in defects if d["level"] != "MUST"]
+    if should:
+        classes: dict[str, int] = {}
+        for d in should:
+            classes[short_outcome(d["outcome"])] = classes.get(short_outcome(d["outcome"]), 0) + 1
+        lines += ["", f"SHOULD defects ({len(should)}): "
+                  + ", ".join(f"{n} {c}" for c, n in classes.items()) + "."]
     lines.append(README_END)
     return "\n".join(lines)
 

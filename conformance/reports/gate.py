@@ -240,7 +240,10 @@ def defect_lines(gate: Gate, *, verbose: bool = False, limit: int = DEFECT_LIMIT
     folded = [d for i, d in enumerate(defects, 1) if i not in numbers]
     shown = listed if verbose else listed[:limit]
     lines = ["", head, "  #   status level  tier       function (where): what is wrong [fields] (signatures)"]
-    lines += [defect_line(i, d) for i, d in shown]
+    for i, d in shown:
+        lines.append(defect_line(i, d))
+        if verbose and d.tier == "latent" and d.latent_reason:
+            lines.append(f"        latent: {d.latent_reason}")
     if folded:
         classes: dict[str, int] = {}
         for d in folded:
@@ -251,9 +254,9 @@ def defect_lines(gate: Gate, *, verbose: bool = False, limit: int = DEFECT_LIMIT
         lines.append(f"repro of each: {gate.repro_dir}/defect-D<#>-*.py (an -O finding's repro runs under python -O)")
     if len(shown) < len(listed):
         lines.append(f"  ... and {len(listed) - len(shown)} more in the JSON report (--verbose prints them all)")
-    latent = [d for _, d in shown if d.tier == "latent" and d.latent_reason]
-    if latent:
-        lines.append(f"latent: {latent[0].latent_reason}")
+    if not verbose and any(d.tier == "latent" for _, d in shown):
+        lines.append("latent: why no real model table reaches each is in the JSON (defects[].latent_reason) "
+                     "and with --verbose")
     return lines
 
 

@@ -319,7 +319,7 @@ def trace_defects(report: Report, worker: Worker | None, engine_name: str, *, pr
     """Trace each finding of ``report`` to the engine code that causes it, in a normal-interpreter
     worker (``worker``, or a fresh one), and group them into ``report.defects``. A tracing
     failure is a warning, never a lost report."""
-    wanted = [i for i, r in enumerate(report.records) if r.status in FINDING_STATUSES and r.witness]
+    wanted = [i for i, r in enumerate(report.records) if r.status in FINDING_STATUSES and r.witness is not None]
     if not wanted:
         return
     start = time.perf_counter()
@@ -337,7 +337,8 @@ def trace_defects(report: Report, worker: Worker | None, engine_name: str, *, pr
         report.warnings.append(f"findings were not traced to engine code: {result.error or result.status}")
         return
     located = dict(zip(wanted, result.value, strict=True))
-    report.defects = build_defects(report.records, located, tables=report.tables, reviews=reviews)
+    report.defects = build_defects(report.records, located, tables=report.tables, reviews=reviews,
+                                   table_kinds=report.table_kinds)
     if progress is not None:
         progress(f"[defects] {len(wanted)} findings traced to {len(report.defects)} defects "
                  f"({time.perf_counter() - start:.1f}s)")
@@ -361,5 +362,5 @@ def _report(engine_name: str, info: Mapping[str, Any], profile: str, seed_value:
                   engine_source=info.get("source"), records=records, clauses=runs, coverage=coverage,
                   coverage_summary=str(info.get("coverage_summary", "")),
                   engine_log={m: p.log for m, p in passes.items() if p.log},
-                  tables=list(info.get("tables") or []),
+                  tables=list(info.get("tables") or []), table_kinds=dict(info.get("table_kinds") or {}),
                   summary=summarize(records, time.perf_counter() - start))

@@ -39,7 +39,7 @@ def engine(name: str) -> Engine:
 
 def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     """Load the engine; its name, version and bundled expectations file."""
-    from kvcontract.conformance.contract.models import model_names
+    from kvcontract.conformance.contract.models import model_kinds, model_names
     from kvcontract.conformance.contract.surface import coverage_summary
     from kvcontract.conformance.reports.expectations import bundled_xfails
 
@@ -47,7 +47,8 @@ def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     found = bundled_xfails(loaded)
     source = loaded.source_info() if isinstance(loaded, SourceInfo) else None
     return {"name": loaded.name, "version": loaded.version, "expectations": str(found) if found else None,
-            "coverage_summary": coverage_summary(loaded), "source": source, "tables": model_names(loaded)}
+            "coverage_summary": coverage_summary(loaded), "source": source, "tables": model_names(loaded),
+            "table_kinds": model_kinds(loaded)}
 
 
 def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
