@@ -150,11 +150,11 @@ def test_vllm_merge_level_defects_in_both_modes(tmp_path):
         ("optimized", "ERROR-DETECT-1", "accepted:FullAttentionSpec:block_size"),
         ("normal", "MERGE-AGREE-1", "wrong-value:MLAAttentionSpec:alignment"),
         ("optimized", "MERGE-AGREE-1", "wrong-value:MLAAttentionSpec:alignment"),
-        ("normal", "MERGE-UNION-1", "capability-not-unioned:MLAAttentionSpec:non_causal"),
-        ("optimized", "MERGE-UNION-1", "capability-not-unioned:MLAAttentionSpec:non_causal"),
     ]
     missing = [w for w in wanted if w not in found]
     assert not missing, missing
+    # the same producible domain as check: no MLA spec with non_causal (vLLM builds none; issue 23)
+    assert not [k for k in found if k[2].endswith("MLAAttentionSpec:non_causal")]
     for mode, clause, sig in wanted:
         script = tmp_path / "repro.py"
         script.write_text(found[(mode, clause, sig)].snippet)
