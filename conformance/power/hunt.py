@@ -2,8 +2,8 @@
 evidence that it fails engines that are wrong.
 
 Each mutant (:mod:`kvcontract.conformance.engines.mutants`) is the reference with one
-realistic defect. The run hunts every mutant to its first failing clause, in
-this interpreter's mode and under ``python -O`` (each mode in its own
+realistic defect. The run hunts every mutant to its first failing MUST clause
+(a SHOULD clause's failure is noted on the way), in this interpreter's mode and under ``python -O`` (each mode in its own
 supervised worker, concurrently), and prints one row per mutant: killed or
 survived, the clause(s) that killed it, in which mode, and the time to the
 first failure. The unmutated reference runs first in each mode as the
@@ -71,7 +71,8 @@ class ModeOutcome(pydantic.BaseModel):
     mode: Mode
     status: Verdict
     clauses: list[str] = []
-    """Failing clauses: the first one (every one, when exhaustive)."""
+    """Failing clauses: the first MUST one first, then the SHOULD ones met on the way (every one,
+    when exhaustive)."""
     signatures: list[str] = []
     seconds: float = 0.0
     """Time to the first failure; the whole pass when nothing failed."""
@@ -130,7 +131,7 @@ def hunt(worker: Worker, engine: str, mode: Mode, *, profile: str, seed_value: i
          mutated: frozenset[str] | None, clause_timeout: float = CLAUSE_TIMEOUT_S,
          example_timeout: float = EXAMPLE_TIMEOUT_S) -> ModeOutcome:
     """Run the laws against ``engine`` in ``worker``, in SPEC.md order, to the first
-    failing clause (every clause when ``exhaustive``)."""
+    failing MUST clause (every clause when ``exhaustive``); SHOULD failures on the way count."""
     start = time.perf_counter()
     failed: list[Any] = []
     passed: list[str] = []
@@ -157,10 +158,15 @@ def hunt(worker: Worker, engine: str, mode: Mode, *, profile: str, seed_value: i
             errors += errs
         else:
             passed.append(law_.clause)
-        if (failed or errors) and not exhaustive:
+        # A SHOULD clause's failure is a kill, but not the defect the mutant plants: the hunt
+        # goes on to the first MUST clause that fails (or an error), so a mutant that also
+        # breaks a recommendation is still shown dying of its own defect.
+        if (errors or any(r.get("level") != "SHOULD" for r in fails)) and not exhaustive:
             break
     total = time.perf_counter() - start
     status: Verdict = "killed" if failed else "error" if errors else "survived"
+    must = [r for r in failed if r.get("level") != "SHOULD"]
+    failed = must + [r for r in failed if r.get("level") == "SHOULD"]  # the planted defect first
     head = failed[0] if failed else errors[0] if errors else None
     clauses = list(dict.fromkeys(r["clause"] for r in failed))
     return ModeOutcome(
