@@ -95,6 +95,14 @@ def _check(tree: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[st
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree, timeout=900)
 
 
+def _run_repro(flags: list[str], snippet: str, path: Path) -> subprocess.CompletedProcess[str]:
+    path.write_text(snippet)
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", VLLM_LOGGING_LEVEL="ERROR",
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, *flags, str(path)], capture_output=True, text=True, env=env,
+                          cwd=path.parent, timeout=300)
+
+
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_check_baseline_names_the_one_new_finding_of_a_regression(tmp_path: Path) -> None:
@@ -126,6 +134,20 @@ def test_check_baseline_names_the_one_new_finding_of_a_regression(tmp_path: Path
     assert regressed["function"] == "MLAAttentionSpec.merge", regressed
     assert regressed["location"].startswith("vllm/v1/kv_cache_interface.py:")
     assert regressed["tier"] == "reachable" and "deepseek-v3+dspark" in regressed["models"], regressed
+
+    # each new finding's repro fails on the head and passes on the base tree (its witness avoids
+    # the baseline's known findings): the developer who fixes the regression sees it pass
+    index = (tmp_path / "head-repros" / "INDEX.txt").read_text().splitlines()
+    rows = [line.split("\t") for line in index if not line.startswith("#")]
+    assert rows and all(len(row) == 5 and row[4].endswith(".py") for row in rows), index
+    for _status, clause, mode, signature, path in rows:
+        snippet = Path(path).read_text()
+        flags = ["-O"] if mode == "optimized" else []
+        on_head = _run_repro(flags, snippet, tmp_path / "on-head.py")
+        assert on_head.returncode != 0 and f"VIOLATION of {clause}" in on_head.stderr, (signature, on_head.stderr)
+        on_base = _run_repro(flags, snippet.replace(str(head_tree.resolve()), str(base_tree.resolve())),
+                             tmp_path / "on-base.py")
+        assert on_base.returncode == 0, (signature, on_base.stdout[-2000:], on_base.stderr[-2000:])
 
     same = _check(base_tree, tmp_path / "again.json", "--baseline", str(base_json))
     assert same.returncode == 0, same.stdout[-3000:]

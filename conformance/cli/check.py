@@ -25,7 +25,7 @@ from kvcontract.conformance.cli.options import (
 from kvcontract.conformance.contract.laws import CLAUSE_ORDER, known_clauses
 from kvcontract.conformance.engines.protocol import SOURCE_SEPARATOR
 from kvcontract.conformance.reports.check import Report
-from kvcontract.conformance.reports.diff import apply_baseline, read_report
+from kvcontract.conformance.reports.diff import apply_baseline, known_signatures, read_report
 from kvcontract.conformance.reports.diff import render as render_diff
 from kvcontract.conformance.reports.expectations import (
     XfailsError,
@@ -171,7 +171,8 @@ def run(args: argparse.Namespace) -> int:
         report = run_check(engine, profile=args.profile, seed_value=args.seed, optimize=args.optimize,
                            xfails=args.xfails, use_default_xfails=not args.no_xfails, clauses=clauses,
                            progress=progress, clause_timeout=args.clause_timeout,
-                           example_timeout=args.example_timeout, domain=args.domain)
+                           example_timeout=args.example_timeout, domain=args.domain,
+                           known=known_signatures(baseline) if baseline is not None else None)
     except EngineLoadError as exc:
         raise UsageError(f"engine {args.engine!r} cannot be loaded: {exc}") from None
     except XfailsError as exc:
@@ -196,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             gate.output_errors.append(f"{option} {path} not written: {exc.strerror or exc}")
             print(f"error: {option} {path} not written: {exc.strerror or exc}", file=sys.stderr)
     if args.verbose and delta is not None:
-        print(render_diff(delta) + "\n")
+        print(render_diff(delta, verbose=True) + "\n")
     print(render_console(gate, verbose=args.verbose))
     return gate.exit_code
 

@@ -176,6 +176,15 @@ def findings(report: Mapping[str, Any]) -> dict[Key, Finding]:
     return out
 
 
+def known_signatures(report: Mapping[str, Any]) -> dict[tuple[str, str], list[str]]:
+    """The report's present findings as (clause, mode) -> signatures: what a check against
+    it as the baseline already knows (a new finding's witness avoids these)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for f in findings(report).values():
+        out.setdefault((f.clause, f.mode), []).append(f.signature)
+    return out
+
+
 def _judged(report: Mapping[str, Any]) -> set[tuple[str, str]]:
     """Clause x mode pairs the report judged (a record with a status other than skip)."""
     return {(r["clause"], r["mode"]) for r in report.get("records", []) if r.get("status") != "skip"}
@@ -239,23 +248,38 @@ def _describe(side: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def subject_lines(result: DiffResult) -> list[str]:
-    """The new findings grouped by subject, one line each (none when nothing is new)."""
+def subject_lines(result: DiffResult, limit: int | None = None) -> list[str]:
+    """The new findings grouped by subject, one line each (none when nothing is new); at
+    most ``limit`` subjects, then a count of the rest."""
     by_subject = result.new_by_subject()
     if not by_subject:
         return []
     lines = ["", f"new findings by subject ({len(by_subject)}):"]
-    for what, found in by_subject.items():
+    shown = list(by_subject.items())[:limit] if limit is not None else list(by_subject.items())
+    for what, found in shown:
         clauses = sorted({f.clause for f in found})
         kinds = sorted({k for f in found for k in _kinds(f.signature)})
         modes = sorted({f.mode for f in found})
         lines.append(f"  {what}: {len(found)} record(s) — {', '.join(clauses)}"
                      f"{' on ' + ', '.join(kinds) if kinds else ''} ({', '.join(modes)})")
+    if len(shown) < len(by_subject):
+        lines.append(f"  ... and {len(by_subject) - len(shown)} more subjects (--verbose lists them)")
     return lines
 
 
-def render(result: DiffResult) -> str:
-    """The terminal summary: counts, then every new finding with its message and repro."""
+LIST_LIMIT = 20
+"""Terse output lists at most this many new (and fixed) findings; ``verbose`` lists all."""
+
+
+def _one_line(text: str, width: int = 110) -> str:
+    first = (text or "(no message)").strip().splitlines()[0] if (text or "").strip() else "(no message)"
+    return first if len(first) <= width else first[: width - 1] + "…"
+
+
+def render(result: DiffResult, *, verbose: bool = False) -> str:
+    """The terminal summary: counts, the new findings by subject, then one line per new
+    finding (the first :data:`LIST_LIMIT`); ``verbose``: every new finding in full, with its
+    message and repro, and every fixed one."""
     lines = [f"kvcontract diff: {result.base.get('name', 'BASE')} -> {result.head.get('name', 'HEAD')}",
              f"  base: {_describe(result.base)}",
              f"  head: {_describe(result.head)}",
@@ -263,15 +287,24 @@ def render(result: DiffResult) -> str:
              f" (present = {', '.join(sorted(PRESENT))})"]
     lines += [f"warning: {w}" for w in result.warnings]
     by_subject = result.new_by_subject()
-    lines += subject_lines(result)
-    for f in result.new:
-        lines += ["", f"=== NEW {f.label} {f.title}".rstrip(), f.message or "(no message)"]
-        if f.where:
-            lines.append(f"at {f.where}")
-        if f.snippet:
-            lines += ["--- repro ---", f.snippet.rstrip()]
+    lines += subject_lines(result, None if verbose else LIST_LIMIT // 2)
+    if verbose:
+        for f in result.new:
+            lines += ["", f"=== NEW {f.label} {f.title}".rstrip(), f.message or "(no message)"]
+            if f.where:
+                lines.append(f"at {f.where}")
+            if f.snippet:
+                lines += ["--- repro ---", f.snippet.rstrip()]
+    elif result.new:
+        lines += ["", "new findings (message; --verbose for each repro, or the head's --repro-dir):"]
+        lines += [f"  NEW {f.label}: {_one_line(f.message)}" for f in result.new[:LIST_LIMIT]]
+        if len(result.new) > LIST_LIMIT:
+            lines.append(f"  ... and {len(result.new) - LIST_LIMIT} more (--verbose lists them)")
     if result.fixed:
-        lines += ["", "fixed (in base, not in head):"] + [f"  {f.label}" for f in result.fixed]
+        shown = result.fixed if verbose else result.fixed[:LIST_LIMIT]
+        lines += ["", "fixed (in base, not in head):"] + [f"  {f.label}" for f in shown]
+        if len(shown) < len(result.fixed):
+            lines.append(f"  ... and {len(result.fixed) - len(shown)} more (--verbose lists them)")
     if result.unjudged:
         lines += ["", "not compared (judged on one side only):"] + [f"  {u}" for u in result.unjudged]
     lines += ["", "result: " + (f"{len(by_subject)} new finding(s) by subject, {len(result.new)} new record(s)"

@@ -43,10 +43,18 @@ def mode_name() -> Mode:
 
 
 class _Findings:
-    """Distinct findings of one law run, keyed by signature, and its errors."""
+    """Distinct findings of one law run, keyed by signature, and its errors.
 
-    def __init__(self) -> None:
+    ``known`` are the signatures already known for the clause and mode (the expectations',
+    the baseline's). A new finding's witness is the first example that shows it, unless a
+    later one shows it with fewer known findings beside it: the repro of a new finding
+    should not also fail on a known defect, or it fails on the unchanged tree too."""
+
+    def __init__(self, known: frozenset[str] = frozenset()) -> None:
+        self.known = known
         self.found: dict[str, tuple[Example, Violation, str]] = {}
+        self.taint: dict[str, int] = {}
+        """Per signature, how many known findings its witness also shows."""
         self.errors: dict[str, tuple[Example, BaseException]] = {}
         self.examples = 0
         self.not_driven = 0
@@ -67,11 +75,14 @@ class _Findings:
             if ex.model:
                 for sig in violation.signatures:
                     self.models.setdefault(sig, set()).add(ex.model)
-            new = [sig for sig in violation.signatures if sig not in self.found]
-            if new:  # the example is rebuilt only for a new finding: most violations repeat one
+            also_known = sum(sig in self.known for sig in violation.signatures)
+            new = [sig for sig in violation.signatures if sig not in self.found
+                   or (sig not in self.known and self.taint[sig] > also_known)]
+            if new:  # the example is rebuilt only for a new (or cleaner) witness: most repeat one
                 violation.example = law_.example_type.from_json(pristine)
                 for sig in new:
                     self.found[sig] = (violation.example, violation, phase)
+                    self.taint[sig] = also_known - (sig in self.known)
             return violation
         except Exception as exc:  # noqa: BLE001 - the kit could not judge: an error, not a finding
             self.not_driven += 1
@@ -117,9 +128,9 @@ def _random_phase(engine: Engine, law_: Law, examples: int, seed_value: int, fin
 
 
 def _shrink(engine: Engine, law_: Law, examples: int, seed_value: int, wanted: str,
-            emit: Emit | None) -> tuple[Example, Violation] | None:
-    """The same search again, failing only on ``wanted``: hypothesis draws the
-    same examples up to the first one with that signature, then shrinks it."""
+            emit: Emit | None, avoid: frozenset[str] = frozenset()) -> tuple[Example, Violation] | None:
+    """The same search again, failing only on ``wanted`` (and not on any of ``avoid``):
+    hypothesis draws the same examples up to the first such one, then shrinks it."""
     strategy = law_.strategy(domain_of(engine))
     last: dict[str, Any] = {}
 
@@ -133,7 +144,7 @@ def _shrink(engine: Engine, law_: Law, examples: int, seed_value: int, wanted: s
         try:
             law_.check(engine, ex)
         except Violation as violation:
-            if wanted in violation.signatures:
+            if wanted in violation.signatures and not avoid & set(violation.signatures):
                 last["found"] = (pristine, violation)
                 raise _Stop() from None
         except Exception:  # noqa: BLE001, S110 - errors were recorded by the search
@@ -181,9 +192,12 @@ def replay_result(engine: Engine, law_: Law, witness: Mapping[str, Any]) -> dict
 
 
 def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
-            expectations: Expectations | None, emit: Emit | None = None) -> tuple[list[Record], ClauseRun]:
+            expectations: Expectations | None, emit: Emit | None = None,
+            known: Sequence[str] = ()) -> tuple[list[Record], ClauseRun]:
     """One clause in this interpreter: every distinct finding, each expectation
-    judged by its pinned witness, errors of the kit's own code apart."""
+    judged by its pinned witness, errors of the kit's own code apart. A new finding's
+    witness avoids the known ones (the expectations' and ``known``, a baseline's) where an
+    example that does exists."""
     mode = mode_name()
     start = time.perf_counter()
     base: dict[str, Any] = {"clause": law_.clause, "title": law_.title, "level": law_.level, "mode": mode}
@@ -194,7 +208,8 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
         return [Record(**base, status="skip", message=skip)], ClauseRun(
             clause=law_.clause, mode=mode, status="skip", total_pairs=total_pairs)
     optimized = bool(sys.flags.optimize)
-    findings = _Findings()
+    expected = expectations.for_clause(law_.clause, mode) if expectations else []
+    findings = _Findings(frozenset(known) | {e.signature for e in expected})
     systematic = 0
     try:
         for _, ex in model_examples(engine, law_):  # real models first: their witness is kept
@@ -209,7 +224,10 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
         budget = _examples_budget(law_, profile)
         if budget:
             for new in _random_phase(engine, law_, budget, seed_value, findings, emit):
-                shrunk = _shrink(engine, law_, budget, seed_value, new, emit)
+                shrunk = None
+                if findings.taint.get(new) and new not in findings.known:  # first, one without them
+                    shrunk = _shrink(engine, law_, budget, seed_value, new, emit, avoid=findings.known)
+                shrunk = shrunk or _shrink(engine, law_, budget, seed_value, new, emit)
                 if shrunk is not None:
                     findings.found[new] = (shrunk[0], shrunk[1], "random")
     except Exception as exc:  # noqa: BLE001 - a broken strategy or enumerator is the kit's error

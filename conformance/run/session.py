@@ -105,8 +105,10 @@ class Pass:
 
     def __init__(self, engine_name: str, *, optimized: bool, profile: str, seed_value: int,
                  xfails: str | None, clauses: Sequence[str], progress: Progress | None,
-                 clause_timeout: float, example_timeout: float, domain: str = DEFAULT_DOMAIN) -> None:
+                 clause_timeout: float, example_timeout: float, domain: str = DEFAULT_DOMAIN,
+                 known: Mapping[tuple[str, str], Sequence[str]] | None = None) -> None:
         self.engine_name = engine_name
+        self.known = known or {}
         self.mode = "optimized" if optimized else "normal"
         self.domain = domain
         self.worker = Worker(optimized=optimized, env={**os.environ, DOMAIN_ENV: domain})  # every task's domain
@@ -142,7 +144,8 @@ class Pass:
                 result = self.worker.run(
                     tasks.LAW_TASK,
                     {"engine": self.engine_name, "clause": clause, "profile": self.profile,
-                     "seed": self.seed, "xfails": self.xfails, "domain": self.domain},
+                     "seed": self.seed, "xfails": self.xfails, "domain": self.domain,
+                     "known": list(self.known.get((clause, self.mode), ()))},
                     timeout=self.clause_timeout, heartbeat=self.example_timeout)
                 if result.status == "stopped":
                     break  # interrupted: the clause did not run to its end, it is not recorded
@@ -253,18 +256,20 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
               optimize: str = "both", xfails: str | None = None, use_default_xfails: bool = False,
               clauses: Sequence[str] | None = None, progress: Progress | None = None,
               clause_timeout: float = CLAUSE_TIMEOUT_S, example_timeout: float = EXAMPLE_TIMEOUT_S,
-              domain: str = DEFAULT_DOMAIN) -> Report:
+              domain: str = DEFAULT_DOMAIN,
+              known: Mapping[tuple[str, str], Sequence[str]] | None = None) -> Report:
     """The main job: every clause against ``engine_name``, each mode in its own
     supervised worker, concurrently, drawing from ``domain`` (``producible``: what the engine's
-    own code builds; ``constructor``: every field and value). Raises :class:`EngineLoadError`
-    when the engine cannot be loaded at all."""
+    own code builds; ``constructor``: every field and value). ``known``: per (clause, mode), the
+    signatures a baseline already has, which a new finding's witness avoids where it can.
+    Raises :class:`EngineLoadError` when the engine cannot be loaded at all."""
     domain = domain_mode(domain)
     start = time.perf_counter()
     selected = selected_clauses(clauses)
     modes = optimize_modes(optimize)
     passes: dict[str, Pass] = {m: Pass(engine_name, optimized=m == "optimized", profile=profile, seed_value=seed_value,
                       xfails=xfails, clauses=selected, progress=progress, clause_timeout=clause_timeout,
-                      example_timeout=example_timeout, domain=domain) for m in modes}
+                      example_timeout=example_timeout, domain=domain, known=known) for m in modes}
     info: dict[str, Any] = {}
     expectations = None
     threads: list[threading.Thread] = []

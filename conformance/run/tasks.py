@@ -59,7 +59,7 @@ def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     path = args.get("xfails")
     expectations = load_xfails(str(path)) if path else None
     records, run = run_law(loaded, law(str(args["clause"])), str(args["profile"]), int(args["seed"]),
-                           expectations, emit)
+                           expectations, emit, known=[str(k) for k in args.get("known") or ()])
     return {"records": [r.model_dump() for r in records], "run": run.model_dump()}
 
 
