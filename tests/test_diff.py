@@ -107,10 +107,23 @@ def test_a_clause_judged_on_one_side_only_is_not_compared() -> None:
 def test_new_finding_is_rendered_with_message_and_repro() -> None:
     head = report(*BASE["records"], record("MERGE-ANNOTATION-1", "fail", "dropped:X:y", message="merge dropped y",
                                            snippet="spec = X(y=1)\nprint(spec.merge([spec]))"))
-    text = render(compare(BASE, head))
+    text = render(compare(BASE, head), verbose=True)
     assert "=== NEW MERGE-ANNOTATION-1 [normal] [dropped:X:y]" in text
     assert "merge dropped y" in text and "--- repro ---" in text and "print(spec.merge([spec]))" in text
     assert "result: 1 new finding(s) by subject, 1 new record(s)" in text
+    terse = render(compare(BASE, head))
+    assert "  NEW MERGE-ANNOTATION-1 [normal] [dropped:X:y]: merge dropped y" in terse
+    assert "--- repro ---" not in terse and "result: 1 new finding(s) by subject" in terse
+
+
+def test_terse_diff_fits_a_screen_however_many_findings_are_new() -> None:
+    many = [record("GROUP-PAGE-1", "fail", f"page:K{i}", message=f"wrong page {i}\nsecond line") for i in range(60)]
+    result = compare(BASE, report(*BASE["records"], *many))
+    terse = render(result).splitlines()
+    assert len(result.new) == 60 and len(terse) < 60
+    assert "  ... and 40 more (--verbose lists them)" in terse
+    assert not any("second line" in line for line in terse)
+    assert sum(line.startswith("=== NEW") for line in render(result, verbose=True).splitlines()) == 60
 
 
 def test_warns_on_different_profile_seed_or_engine() -> None:
@@ -138,7 +151,9 @@ def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out = tmp_path / "diff.json"
     assert main(["diff", base, worse, "--json", str(out)]) == 1
     printed = capsys.readouterr().out
-    assert "=== NEW GROUP-PAGE-1 [normal] [page:MLA]" in printed
+    assert "  NEW GROUP-PAGE-1 [normal] [page:MLA]" in printed
+    assert main(["diff", base, worse, "--verbose"]) == 1
+    assert "=== NEW GROUP-PAGE-1 [normal] [page:MLA]" in capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["kind"] == "diff" and data["exit_code"] == 1
     assert [f["signature"] for f in data["new"]] == ["page:MLA"]
