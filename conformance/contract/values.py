@@ -6,6 +6,7 @@ engine's domain and the field's declared type."""
 from __future__ import annotations
 
 import enum
+import functools
 import typing
 from typing import Any
 
@@ -88,5 +89,11 @@ def fits(kind: type[KVCacheSpec], name: str, value: Any) -> bool:
     ``int | None``, though Python's bool subclasses int)."""
     if not isinstance(value, bool):
         return True
-    declared = typing.get_type_hints(kind).get(name)
+    declared = _hints(kind).get(name)
     return declared is None or declared is bool or bool in typing.get_args(declared)
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(kind: type[KVCacheSpec]) -> dict[str, Any]:
+    """The declared field types of a kind (resolved once: the systematic phase asks per value)."""
+    return typing.get_type_hints(kind)

@@ -139,9 +139,29 @@ def _entry_label(index: int, raw: Any) -> str:
     return f"xfail #{index + 1}" + (f" ({clause})" if isinstance(clause, str) else "")
 
 
+_LOADED: dict[tuple[str, int, int], Expectations] = {}
+"""Expectations files read in this process, by (path, mtime, size): a check's worker judges
+every clause against the same file, and parsing a release's file (a thousand pinned witnesses)
+took longer than most clauses."""
+
+
 def load_xfails(path: str | Path) -> Expectations:
-    """Read an expectations file; :class:`XfailsError` names the file and the entry at fault."""
+    """Read an expectations file; :class:`XfailsError` names the file and the entry at fault.
+    A file read before in this process, unchanged since, is not parsed again (the result is
+    shared: treat it as read-only)."""
     path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise XfailsError(f"cannot read expectations file {path}: {exc.strerror}") from None
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _LOADED:
+        _LOADED.clear()  # one file at a time is what a run uses; never grow without bound
+        _LOADED[key] = _parse_xfails(path)
+    return _LOADED[key]
+
+
+def _parse_xfails(path: Path) -> Expectations:
     try:
         data = tomllib.loads(path.read_text())
     except OSError as exc:

@@ -92,6 +92,26 @@ class _Findings:
         return None
 
 
+_SYSTEMATIC: dict[tuple[Any, Any], tuple[Example, ...]] = {}
+"""Systematic examples by (shape enumerator, domain): several clauses share a shape (the
+near misses feed four), and enumerating one took as long as judging it."""
+
+
+def systematic_examples(law_: Law, domain: Any) -> tuple[Example, ...]:
+    """``law_``'s systematic examples over ``domain``, enumerated once per worker (examples
+    are immutable; what the engine gets is converted from them afresh for each call)."""
+    if law_.systematic is None:
+        return ()
+    key = (law_.systematic, domain)
+    cached = _SYSTEMATIC.get(key)
+    if cached is None:
+        cached = tuple(law_.systematic(domain))
+        if len(_SYSTEMATIC) >= 32:
+            _SYSTEMATIC.clear()
+        _SYSTEMATIC[key] = cached
+    return cached
+
+
 def _examples_budget(law_: Law, profile: str) -> int:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
@@ -215,7 +235,7 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
         for _, ex in model_examples(engine, law_):  # real models first: their witness is kept
             findings.judge(engine, law_, ex, "model", emit)
         if law_.systematic is not None:
-            for ex in law_.systematic(domain):
+            for ex in systematic_examples(law_, domain):
                 findings.judge(engine, law_, ex, "systematic", emit)
         if law_.engine_examples is not None:
             for ex in law_.engine_examples(engine):

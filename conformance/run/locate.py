@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import json
 import linecache
 import os
 import sys
@@ -201,13 +202,14 @@ def _answer(frame: Frame | None, outcome: str, how: str) -> dict[str, Any]:
             "statement": frame.statement[:160]}
 
 
-def locate(engine: Engine, roots: Sequence[str], item: Mapping[str, Any]) -> dict[str, Any]:
-    """The engine location of one finding (``clause``, ``mode``, ``signature``, ``witness``)."""
-    clause, mode, signature = str(item["clause"]), str(item["mode"]), str(item["signature"])
-    if clause in DERIVED:  # ERROR-OPTIMIZE-1: optimized-only:<source clause>:<source signature>
-        _, clause, signature = signature.split(":", 2)
+Traced = tuple[Tracer, Violation | None, str]
+"""A witness replayed under the tracer: the tracer, the violation (None: the clause held),
+and why the replay could not be judged ("" when it could)."""
+
+
+def _trace(engine: Engine, roots: Sequence[str], clause: str, witness: Any) -> Traced:
     law_ = law(clause)
-    example = law_.example_type.from_json(item["witness"])
+    example = law_.example_type.from_json(witness)
     tracer = Tracer(roots)
     violation: Violation | None = None
     forget_groupings()
@@ -217,8 +219,28 @@ def locate(engine: Engine, roots: Sequence[str], item: Mapping[str, Any]) -> dic
         except Violation as v:
             violation = v
         except Exception as exc:  # noqa: BLE001 - the kit could not judge it: no location
-            return {"outcome": _outcome(signature), "how": f"replay failed: {type(exc).__name__}: {exc}",
-                    "location": "", "function": "", "statement": ""}
+            return tracer, None, f"{type(exc).__name__}: {exc}"
+    return tracer, violation, ""
+
+
+def locate(engine: Engine, roots: Sequence[str], item: Mapping[str, Any],
+           traces: dict[str, Traced] | None = None) -> dict[str, Any]:
+    """The engine location of one finding (``clause``, ``mode``, ``signature``, ``witness``).
+    ``traces``: replays already traced, by clause and witness (the modes, and the findings of one
+    witness, share one replay)."""
+    clause, mode, signature = str(item["clause"]), str(item["mode"]), str(item["signature"])
+    if clause in DERIVED:  # ERROR-OPTIMIZE-1: optimized-only:<source clause>:<source signature>
+        _, clause, signature = signature.split(":", 2)
+    key = json.dumps([clause, item["witness"]], sort_keys=True, default=str)
+    traced = traces.get(key) if traces is not None else None
+    if traced is None:
+        traced = _trace(engine, roots, clause, item["witness"])
+        if traces is not None:
+            traces[key] = traced
+    tracer, violation, failed = traced
+    if failed:
+        return {"outcome": _outcome(signature), "how": f"replay failed: {failed}",
+                "location": "", "function": "", "statement": ""}
     outcome, kinds = _outcome(signature), _kinds(signature)
     same = violation is not None and signature in violation.signatures
     if mode == "optimized" and not same:
@@ -243,11 +265,12 @@ def locate_items(engine: Engine, items: Sequence[Mapping[str, Any]], emit: Emit 
     """:func:`locate` for each finding, one progress event each."""
     roots = engine_roots(engine)
     out = []
+    traces: dict[str, Traced] = {}  # one replay per clause and witness: modes and findings share them
     for item in items:
         if emit is not None:
             emit({"clause": item["clause"], "phase": "locate", "example": item["witness"]})
         try:
-            out.append(locate(engine, roots, item))
+            out.append(locate(engine, roots, item, traces))
         except Exception as exc:  # noqa: BLE001 - one unreadable witness does not stop the rest
             out.append({"outcome": _outcome(str(item["signature"])), "how": f"not located: {type(exc).__name__}: "
                         f"{exc}", "location": "", "function": "", "statement": ""})

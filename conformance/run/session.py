@@ -242,6 +242,8 @@ def _load_engine_everywhere(passes: Mapping[str, Pass]) -> dict[str, dict[str, A
             problems[mode] = exc
 
     threads = [threading.Thread(target=load, args=(m,), name=f"kvcontract-load-{m}") for m in passes]
+    for mode, p in passes.items():  # the first line at once: an engine's import takes seconds
+        p._say(f"[{mode}] loading {p.engine_name} in a {'python -O' if mode == 'optimized' else 'python'} worker ...")
     for t in threads:
         t.start()
     for t in threads:

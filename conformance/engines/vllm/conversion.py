@@ -132,9 +132,24 @@ class VllmConversion(VllmDiscovery):
         return value
 
     def to_engine(self, spec: KVCacheSpec) -> Any:
+        """A new engine object for ``spec`` (new on every call: the engine may write into it).
+        The constructor's arguments are worked out once per spec value."""
         cls = self.engine_class(type(spec))
         if cls is None:
             raise UnmappableResult(f"vllm {self.version} has no {type(spec).__name__}")
+        cache: dict[KVCacheSpec, dict[str, Any]] = self.__dict__.setdefault("_to_engine_kwargs", {})
+        try:
+            kwargs = cache.get(spec)
+        except TypeError:  # an unhashable field value: worked out every time
+            return cls(**self._engine_kwargs(cls, spec))
+        if kwargs is None:
+            kwargs = self._engine_kwargs(cls, spec)
+            if len(cache) >= 1 << 16:
+                cache.clear()
+            cache[spec] = kwargs
+        return cls(**kwargs)
+
+    def _engine_kwargs(self, cls: type, spec: KVCacheSpec) -> dict[str, Any]:
         have = {f.name for f in dataclasses.fields(cls) if f.init}
         hints = self.field_types(cls)
         kwargs = {f.name: self._to_value(getattr(spec, f.name), hints.get(f.name))
@@ -142,7 +157,7 @@ class VllmConversion(VllmDiscovery):
         for name, value in self.ENGINE_ONLY_VALUES.items():
             if name in have and name not in kwargs:
                 kwargs[name] = value
-        return cls(**kwargs)
+        return kwargs
 
     def from_engine(self, obj: Any) -> KVCacheSpec:
         kind = KINDS_BY_NAME.get(type(obj).__name__)

@@ -36,7 +36,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import hashlib
 import os
+import pickle
 import re
 import time
 from collections.abc import Mapping
@@ -128,9 +130,55 @@ class ProducibleScan:
 
 # -- the scan -------------------------------------------------------------------------------------
 
+CACHE_ENV = "KVCONTRACT_CACHE_DIR"
+"""Where scans are kept between runs (default ``$XDG_CACHE_HOME/kvcontract`` or ``~/.cache/kvcontract``)."""
+
+
 @functools.cache
 def _scan_cached(root: str) -> ProducibleScan:
-    return _scan(Path(root))
+    """The scan of ``root``, from the disk cache when no ``.py`` file under it (nor this
+    scanner) changed since it was stored: every worker of every run needs it, and parsing
+    the release takes over a second. Any problem with the cache means a fresh scan."""
+    path = _cache_path(Path(root))
+    if path is not None:
+        try:
+            with path.open("rb") as fh:
+                cached = pickle.load(fh)
+            if isinstance(cached, ProducibleScan) and cached.root == root:
+                return cached
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+            pass
+    scan = _scan(Path(root))
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            with tmp.open("wb") as fh:
+                pickle.dump(scan, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only cache: scan again next time
+    return scan
+
+
+def _cache_path(package: Path) -> Path | None:
+    """The cache file for ``package`` as it is now: named by a digest of the scanner's own
+    source and every ``.py`` file's path, size and modification time."""
+    base = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kvcontract")
+    digest = hashlib.sha256()
+    try:
+        digest.update(Path(__file__).read_bytes())
+        digest.update(str(package).encode())
+        for directory, dirs, files in os.walk(package):
+            dirs.sort()
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    st = os.stat(os.path.join(directory, name))
+                    digest.update(f"{directory}/{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    except OSError:
+        return None
+    return Path(base) / "producible" / f"{digest.hexdigest()[:32]}.pickle"
 
 
 def scan_source(package_dir: str | os.PathLike[str]) -> ProducibleScan:

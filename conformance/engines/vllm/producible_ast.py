@@ -17,6 +17,9 @@ class _NotLiteral:
     def __repr__(self) -> str:
         return "<not a literal>"
 
+    def __reduce__(self) -> str:
+        return "NOT_LITERAL"  # unpickled as the one instance (a cached scan compares by identity)
+
 
 NOT_LITERAL: Any = _NotLiteral()
 """The value of a keyword that is not a constant (an expression of the engine's state)."""

@@ -12,6 +12,7 @@ Reading the JSON (:func:`load_tables`) needs no vLLM.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -68,8 +69,14 @@ def table_from_json(entry: Mapping[str, Any]) -> ModelTable:
 
 
 def load_tables(version: str) -> list[ModelTable]:
-    """The layer tables shipped for vLLM ``version``."""
-    return [table_from_json(entry) for entry in load_document(version)["tables"]]
+    """The layer tables shipped for vLLM ``version`` (read once per process: every clause of a
+    check feeds them first, and a table's specs are immutable)."""
+    return list(_load_tables(version))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_tables(version: str) -> tuple[ModelTable, ...]:
+    return tuple(table_from_json(entry) for entry in load_document(version)["tables"])
 
 
 def load_skipped(version: str) -> list[dict[str, str]]:
