@@ -23,6 +23,7 @@ from kvcontract.conformance.engines.registry import resolve_engine
 from kvcontract.conformance.reports.check import Report, write_json, write_junit
 from kvcontract.conformance.reports.expectations import default_xfails, load_xfails, toml_value
 from kvcontract.conformance.run import session as runner
+from kvcontract.conformance.run.session import AFTER_HANG_EXAMPLE_TIMEOUT_S
 from kvcontract.spec import load_catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -232,13 +233,17 @@ def test_kit_errors_are_error_records_not_findings():
 
 def test_a_hanging_engine_becomes_an_error_and_the_run_goes_on(tmp_path):
     result = _cli("check", "--engine", "tests.engines.misbehaving:hanging", "--profile", "quick", "--quiet",
-                  "--clauses", "MERGE-ORDER-1,ERROR-KIND-1", "--example-timeout", "8",
+                  "--clauses", "MERGE-ORDER-1,MERGE-ASSOC-1,ERROR-KIND-1", "--example-timeout", "8",
                   "--json", str(tmp_path / "r.json"), timeout=300)
     assert result.returncode == 1, result.stderr
     report = Report.model_validate_json((tmp_path / "r.json").read_text())
     order = [r for r in report.records if r.clause == "MERGE-ORDER-1"]
     assert {r.status for r in order} == {"error"} and len(order) == 2
     assert all("no progress for 8s" in r.message and '"specs"' in r.message for r in order)
+    # once it has hung, the engine gets the short limit for the rest of the pass
+    assoc = [r for r in report.records if r.clause == "MERGE-ASSOC-1"]
+    assert {r.status for r in assoc} == {"error"} and len(assoc) == 2
+    assert all(f"no progress for {AFTER_HANG_EXAMPLE_TIMEOUT_S:g}s" in r.message for r in assoc)
     assert {r.status for r in report.records if r.clause == "ERROR-KIND-1"} == {"pass"}  # pairs only
 
 

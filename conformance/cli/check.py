@@ -40,6 +40,7 @@ from kvcontract.conformance.reports.gate import (
     write_repros,
 )
 from kvcontract.conformance.run.session import (
+    AFTER_HANG_EXAMPLE_TIMEOUT_S,
     CLAUSE_TIMEOUT_S,
     EXAMPLE_TIMEOUT_S,
     CheckInterrupted,
@@ -85,7 +86,8 @@ def register(subparsers: Any) -> None:
                        help=f"seconds one clause may run before it is stopped (default {CLAUSE_TIMEOUT_S:g})")
     check.add_argument("--example-timeout", type=float, default=EXAMPLE_TIMEOUT_S, metavar="S",
                        help="seconds one example may run without progress before the engine counts "
-                            f"as hung (default {EXAMPLE_TIMEOUT_S:g})")
+                            f"as hung (default {EXAMPLE_TIMEOUT_S:g}; after a hang, "
+                            f"{AFTER_HANG_EXAMPLE_TIMEOUT_S:g} for the rest of that pass)")
     add_quiet(check)
     check.add_argument("--baseline", metavar="BASE.json",
                        help="compare with a previous report (e.g. of the merge base): classify findings "

@@ -6,7 +6,6 @@ engine's domain and the field's declared type."""
 from __future__ import annotations
 
 import enum
-import functools
 import typing
 from typing import Any
 
@@ -93,7 +92,11 @@ def fits(kind: type[KVCacheSpec], name: str, value: Any) -> bool:
     return declared is None or declared is bool or bool in typing.get_args(declared)
 
 
-@functools.lru_cache(maxsize=None)
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(kind: type[KVCacheSpec]) -> dict[str, Any]:
     """The declared field types of a kind (resolved once: the systematic phase asks per value)."""
-    return typing.get_type_hints(kind)
+    if kind not in _HINTS:
+        _HINTS[kind] = typing.get_type_hints(kind)
+    return _HINTS[kind]

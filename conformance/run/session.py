@@ -50,6 +50,8 @@ CLAUSE_TIMEOUT_S = 300.0
 EXAMPLE_TIMEOUT_S = 30.0
 """Seconds one example may run (no progress) before the engine counts as hung."""
 ENGINE_LOAD_TIMEOUT_S = 180.0
+AFTER_HANG_EXAMPLE_TIMEOUT_S = 3.0
+"""The per-example limit for the rest of a pass once the engine has hung on an example."""
 
 Progress = Callable[[str], None]
 DEFAULT_DOMAIN = DOMAIN_MODES[0]
@@ -156,6 +158,13 @@ class Pass:
                     records = [failure_record(clause, self.mode, result)]
                     run = ClauseRun(clause=clause, mode=self.mode, status="error",  # type: ignore[arg-type]
                                     seconds=round(result.seconds, 3))
+                    if result.status == "timeout" and self.example_timeout > AFTER_HANG_EXAMPLE_TIMEOUT_S:
+                        # The engine has hung once: it likely hangs on the next clause's like example
+                        # too. Its examples take milliseconds; waiting the full limit each time made
+                        # a hanging engine's run take many minutes.
+                        self.example_timeout = AFTER_HANG_EXAMPLE_TIMEOUT_S
+                        self._say(f"[{self.mode}] the engine hung: the per-example limit is now "
+                                  f"{AFTER_HANG_EXAMPLE_TIMEOUT_S:g}s for the rest of this pass")
                 self.records += records
                 self.runs.append(run)
                 found = sum(r.status in ("fail", "xfail") for r in records)
