@@ -230,6 +230,7 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
     optimized = bool(sys.flags.optimize)
     expected = expectations.for_clause(law_.clause, mode) if expectations else []
     findings = _Findings(frozenset(known) | {e.signature for e in expected})
+    judged = judge_expectations(engine, law_, expectations, mode)
     systematic = 0
     try:
         for _, ex in model_examples(engine, law_):  # real models first: their witness is kept
@@ -244,6 +245,8 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
         budget = _examples_budget(law_, profile)
         if budget:
             for new in _random_phase(engine, law_, budget, seed_value, findings, emit):
+                if verdicts.finding_status(new, judged) == "xfail":
+                    continue  # its pinned witness stands for it: a shrunk one would be thrown away
                 shrunk = None
                 if findings.taint.get(new) and new not in findings.known:  # first, one without them
                     shrunk = _shrink(engine, law_, budget, seed_value, new, emit, avoid=findings.known)
@@ -253,7 +256,6 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
     except Exception as exc:  # noqa: BLE001 - a broken strategy or enumerator is the kit's error
         findings.errors.setdefault(f"{type(exc).__name__} at {last_frame(exc)}", (Example(), exc))
     records: list[Record] = []
-    judged = judge_expectations(engine, law_, expectations, mode)
     for v in judged.values():
         snippet = ""
         if v.status == "xfail" and isinstance(v.replay.violation, Violation):
