@@ -47,7 +47,8 @@ def test_a_failing_run_is_short_ends_in_the_verdict_and_writes_runnable_repros(t
     report = Report.model_validate_json((tmp_path / "r.json").read_text())
     failing = [r for r in report.records if r.status == "fail"]
     assert len(failing) > 100 and len(lines) < 60
-    assert lines[-1] == f"verdict: FAIL — {len(failing)} findings need attention ({len(failing)} fail) (exit 1)"
+    assert lines[-1].startswith(f"verdict: FAIL — {len(failing)} findings of {len(report.defects)} defect")
+    assert lines[-1].endswith(f" need attention ({len(failing)} fail) (exit 1)")
     assert "clause x mode: " in result.stdout and "findings: " in result.stdout
     assert "--- repro ---" not in result.stdout and result.stderr == ""
     assert all(r.snippet for r in failing)  # the snippets stay in the JSON
@@ -116,7 +117,9 @@ def test_junit_with_a_baseline_fails_only_the_cells_with_new_findings(tmp_path):
         assert int(suite.get("errors")) == sum(c.find("error") is not None for c in own)
         assert int(suite.get("skipped")) == sum(c.find("skipped") is not None for c in own)
     text = render_console(gate)
-    assert text.splitlines()[-1] == f"verdict: FAIL — {len(delta.new)} new findings need attention (exit 1)"
+    last = text.splitlines()[-1]
+    assert last.startswith(f"verdict: FAIL — {len(delta.new)} new findings") and last.endswith(
+        " need attention (exit 1)")
     assert "NEW fail" in text
 
 

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -116,8 +117,21 @@ def test_check_baseline_names_the_one_new_finding_of_a_regression(tmp_path: Path
     assert base["engine_source"] == {"path": str(base_tree.resolve()), "describe": "not a git tree",
                                      "dirty": "unknown"}
 
-    head = _check(head_tree, tmp_path / "head.json", "--baseline", str(base_json))
+    head = _check(head_tree, tmp_path / "head.json", "--baseline", str(base_json), "--junit",
+                  str(tmp_path / "head.xml"))
     assert head.returncode == 1, head.stdout[-3000:] + head.stderr[-3000:]
+    assert len(head.stdout.splitlines()) <= 70, head.stdout  # a screenful: the clause table and what is new
+    # JUnit tells the gate's story: the cells (clause x mode) with a new finding fail, no other
+    head_report = json.loads((tmp_path / "head.json").read_text())
+    base_keys = {(r["clause"], r["mode"], r.get("signature")) for r in base["records"]
+                 if r["status"] in ("fail", "xfail", "error")}
+    new_cells = {(r["clause"], r["mode"]) for r in head_report["records"]
+                 if r["status"] in ("fail", "xfail", "error") and (r["clause"], r["mode"], r.get("signature"))
+                 not in base_keys}
+    cases = ElementTree.parse(tmp_path / "head.xml").getroot().iter("testcase")
+    failed = {(c.get("name"), c.get("classname")) for c in cases if c.find("failure") is not None}
+    assert new_cells and len(failed) == len(new_cells), (failed, new_cells)
+    assert {name for name, _ in failed} == {clause for clause, _ in new_cells}
     assert "new findings by subject (1):" in head.stdout
     assert "  field non_causal_multi_token_decode:" in head.stdout
     # one line per new finding, each naming its repro file; the repro imports the checked tree
@@ -125,7 +139,9 @@ def test_check_baseline_names_the_one_new_finding_of_a_regression(tmp_path: Path
     assert new and all("non_causal_multi_token_decode" in line for line in new), new
     repros = sorted((tmp_path / "head-repros").glob("*.py"))
     assert repros and str(head_tree.resolve()) in repros[0].read_text()
-    assert head.stdout.rstrip().splitlines()[-1].startswith("verdict: FAIL")
+    last = head.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("verdict: FAIL") and "of 1 defect (D" in last and "MLAAttentionSpec.merge" in last, last
+    assert sum(" NEW " in line and "MLAAttentionSpec.merge" in line for line in head.stdout.splitlines()) == 1
     # the new findings are one defect, traced to the regressed merge and reached by a real model table
     defects = json.loads((tmp_path / "head.json").read_text())["defects"]
     regressed_defects = [d for d in defects if any("non_causal_multi_token_decode" in s for s in d["signatures"])]

@@ -186,13 +186,14 @@ def short_outcome(outcome: str) -> str:
                                   else outcome)
 
 
-def defect_line(number: int, d: Defect) -> str:
-    """One console line: ``D01 xfail MUST reachable: <model> Function (file:line): what [fields] (n sigs)``."""
+def defect_line(number: int, d: Defect, status: str | None = None) -> str:
+    """One console line: ``D01 xfail MUST reachable: <model> Function (file:line): what [fields] (n sigs)``
+    (``status``: what to show instead of the defect's own, e.g. ``NEW`` against a baseline)."""
     tier = f"reachable: {d.models[0]}{f' +{len(d.models) - 1}' if len(d.models) > 1 else ''}" if d.models \
         else "latent"
     fields = _fields(d.signatures)
     shown = ",".join(fields[:2]) + (f" +{len(fields) - 2}" if len(fields) > 2 else "")
-    return (f"  D{number:02d} {d.status:<5} {d.level:<6} {tier:<10} {d.function or '?'} "
+    return (f"  D{number:02d} {status or d.status:<5} {d.level:<6} {tier:<10} {d.function or '?'} "
             f"({d.location.rsplit('/', 1)[-1]}): {short_outcome(d.outcome)}"
             f"{f' [{shown}]' if shown else ''} ({len(d.signatures)} sig{'s' * (len(d.signatures) != 1)})")
 

@@ -42,8 +42,6 @@ INDEX_NAME = "INDEX.txt"
 FINDING_STATUSES = ("xfail", "fail", "xpass", "error")
 """Statuses of records that are findings (``pass`` and ``skip`` records are not)."""
 _REPRO_NAME = re.compile(r"^([A-Za-z0-9-]+-(normal|optimized)-[0-9a-f]{10}|defect-[A-Za-z0-9_.-]+)\.py$")
-FAILING_DEFECT = frozenset({"fail"})
-"""A defect with a new finding is always listed."""
 DEFECT_LIMIT = 40
 """Defects listed on the console (the rest: the JSON, ``--verbose``)."""
 
@@ -209,16 +207,28 @@ def verdict(gate: Gate) -> str:
         return f"verdict: FAIL — no clause was run (exit {code})"
     if gate.delta is not None:
         if n:
-            return f"verdict: FAIL — {n} new finding{'s' * (n != 1)} need{'s' * (n == 1)} attention (exit {code})"
+            return (f"verdict: FAIL — {n} new finding{'s' * (n != 1)}{_of_defects(gate)} "
+                    f"need{'s' * (n == 1)} attention (exit {code})")
         return (f"verdict: PASS — nothing new; {len(gate.delta.unchanged)} unchanged, "
                 f"{len(gate.delta.fixed)} fixed (exit {code})")
     if n:
         by_status = ", ".join(f"{sum(r.status == s for r in gate.attention)} {s}" for s in sorted(FAILING)
                               if any(r.status == s for r in gate.attention))
-        return (f"verdict: FAIL — {n} finding{'s' * (n != 1)} need{'s' * (n == 1)} attention "
-                f"({by_status}) (exit {code})")
+        return (f"verdict: FAIL — {n} finding{'s' * (n != 1)}{_of_defects(gate)} need{'s' * (n == 1)} "
+                f"attention ({by_status}) (exit {code})")
     tail = f"; {known} known findings still reproduce" if known else ""
     return f"verdict: PASS — nothing failed{tail} (exit {code})"
+
+
+def _of_defects(gate: Gate, limit: int = 2) -> str:
+    """`` of 1 defect (D02 MLAAttentionSpec.merge)``: the defects of the findings that need
+    attention, as the defects table numbers them; empty when none was traced."""
+    wanted = {r.defect for r in gate.attention if r.defect}
+    named = [f"D{i:02d} {d.function or d.id}" for i, d in enumerate(gate.report.defects, 1) if d.id in wanted]
+    if not named:
+        return ""
+    more = f", +{len(named) - limit}" if len(named) > limit else ""
+    return f" of {len(named)} defect{'s' * (len(named) != 1)} ({', '.join(named[:limit])}{more})"
 
 
 def defect_lines(gate: Gate, *, verbose: bool = False, limit: int = DEFECT_LIMIT) -> list[str]:
@@ -229,22 +239,28 @@ def defect_lines(gate: Gate, *, verbose: bool = False, limit: int = DEFECT_LIMIT
         return []
     reachable = sum(d.tier == "reachable" for d in defects)
     must = sum(d.level == "MUST" for d in defects)
-    new = sum(d.status == "fail" for d in defects)
+    new_ids = {r.defect for r in gate.attention if r.defect}
     head = (f"defects: {len(defects)} ({reachable} reachable by a real model table, {len(defects) - reachable} "
-            f"latent; {must} MUST, {len(defects) - must} SHOULD; {new} with new findings)")
-    # On the console: every MUST defect and every reachable or new one; latent SHOULD defects
-    # (advisory fields, error wording) counted per class unless --verbose.
+            f"latent; {must} MUST, {len(defects) - must} SHOULD; {len(new_ids)} with new findings)")
+    baseline = gate.delta is not None
+    # On the console: every defect with a finding that needs attention; without a baseline also
+    # every MUST or reachable one; the rest (latent SHOULD defects: advisory fields, error
+    # wording; against a baseline, every unchanged defect) counted unless --verbose.
     listed = [(i, d) for i, d in enumerate(defects, 1)
-              if verbose or d.level == "MUST" or d.tier == "reachable" or d.status in FAILING_DEFECT]
+              if verbose or d.id in new_ids or (not baseline and (d.level == "MUST" or d.tier == "reachable"))]
     numbers = {i for i, _ in listed}
     folded = [d for i, d in enumerate(defects, 1) if i not in numbers]
     shown = listed if verbose else listed[:limit]
     lines = ["", head, "  #   status level  tier       function (where): what is wrong [fields] (signatures)"]
     for i, d in shown:
-        lines.append(defect_line(i, d))
+        lines.append(defect_line(i, d, ("NEW" if d.id in new_ids else "known") if baseline else None))
         if verbose and d.tier == "latent" and d.latent_reason:
             lines.append(f"        latent: {d.latent_reason}")
-    if folded:
+    if folded and baseline:
+        lines.append(f"  + {len(folded)} defects unchanged from the baseline ("
+                     f"{sum(d.level == 'MUST' for d in folded)} MUST, "
+                     f"{sum(d.tier == 'reachable' for d in folded)} reachable; --verbose lists them)")
+    elif folded:
         classes: dict[str, int] = {}
         for d in folded:
             classes[short_outcome(d.outcome)] = classes.get(short_outcome(d.outcome), 0) + 1
