@@ -100,3 +100,43 @@ class PaddingUncounted(Mutant):
         if routing.num_prefills:
             return dataclasses.replace(routing, num_prefills=routing.num_prefills - padding)
         return dataclasses.replace(routing, num_decodes=routing.num_decodes - padding)
+
+
+KERNEL_TILE_ROWS = 16
+"""The rows of one tile of a decode kernel: the block length the long-block mutant serves."""
+
+
+@_register
+class LongBlockToPrefill(Mutant):
+    """DISPATCH-BLOCK-1: a valid non-causal block longer than a kernel tile goes to the causal prefill path."""
+
+    key = "dispatch-long-block"
+    description = (f"a valid non-causal block whose requests are longer than {KERNEL_TILE_ROWS} rows (one "
+                   "kernel tile) is routed like a causal batch: to the prefill path")
+    imitates = ""
+    expected_clauses = ("DISPATCH-BLOCK-1",)
+
+    def route(self, request: RoutingRequest) -> Routing:
+        if (not request.causal and request.capability and request.backend_non_causal
+                and max(request.query_lens, default=0) > KERNEL_TILE_ROWS):
+            return reference.route(dataclasses.replace(request, causal=True))
+        return reference.route(request)
+
+
+@_register
+class UniformBySum(Mutant):
+    """DISPATCH-UNIFORM-1: a non-causal block counts as uniform when its lengths add up to count x first."""
+
+    key = "dispatch-uniform-by-sum"
+    description = ("a non-causal block's uniformity is tested as sum(lengths) == count * first, which "
+                   "[2, 1, 3] passes")
+    imitates = ""
+    expected_clauses = ("DISPATCH-UNIFORM-1",)
+
+    def route(self, request: RoutingRequest) -> Routing:
+        lens = request.query_lens
+        active = lens[: max((r + 1 for r, n in enumerate(lens) if n > 0), default=0)]
+        if (not request.causal and request.capability and request.backend_non_causal and active
+                and all(n > 0 for n in active) and sum(active) == len(active) * active[0]):
+            return Routing(request.num_reqs, 0, request.num_tokens, 0)  # the defect: one uniform block
+        return reference.route(request)

@@ -137,16 +137,17 @@ class VllmConversion(VllmDiscovery):
         cls = self.engine_class(type(spec))
         if cls is None:
             raise UnmappableResult(f"vllm {self.version} has no {type(spec).__name__}")
-        cache: dict[KVCacheSpec, dict[str, Any]] = self.__dict__.setdefault("_to_engine_kwargs", {})
-        try:
-            kwargs = cache.get(spec)
-        except TypeError:  # an unhashable field value: worked out every time
-            return cls(**self._engine_kwargs(cls, spec))
-        if kwargs is None:
-            kwargs = self._engine_kwargs(cls, spec)
-            if len(cache) >= 1 << 16:
-                cache.clear()
-            cache[spec] = kwargs
+        # Keyed by the spec object, not its value: an equal spec whose values are other objects
+        # (a copy read back from JSON) must reach the engine with those objects, or an engine
+        # that compares with ``is`` would pass. The entry holds the spec, so its id stays its own.
+        cache: dict[int, tuple[KVCacheSpec, dict[str, Any]]] = self.__dict__.setdefault("_to_engine_kwargs", {})
+        hit = cache.get(id(spec))
+        if hit is not None and hit[0] is spec:
+            return cls(**hit[1])
+        kwargs = self._engine_kwargs(cls, spec)
+        if len(cache) >= 1 << 15:
+            cache.clear()
+        cache[id(spec)] = (spec, kwargs)
         return cls(**kwargs)
 
     def _engine_kwargs(self, cls: type, spec: KVCacheSpec) -> dict[str, Any]:
