@@ -23,7 +23,11 @@ from kvcontract.conformance.cli.options import (
     writable_file,
 )
 from kvcontract.conformance.contract.laws import CLAUSE_ORDER, known_clauses
-from kvcontract.conformance.engines.protocol import SOURCE_SEPARATOR
+from kvcontract.conformance.engines.protocol import (
+    SOURCE_SEPARATOR,
+    UnknownEngine,
+    check_engine_name,
+)
 from kvcontract.conformance.reports.check import Report
 from kvcontract.conformance.reports.diff import apply_baseline, known_signatures, read_report
 from kvcontract.conformance.reports.diff import render as render_diff
@@ -168,6 +172,10 @@ def run(args: argparse.Namespace) -> int:
         if not Path(args.engine_path).is_dir():
             raise UsageError(f"--engine-path {args.engine_path}: no such directory")
         engine = f"{args.engine}{SOURCE_SEPARATOR}{Path(args.engine_path).resolve()}"
+    try:
+        check_engine_name(engine)  # a misspelt engine fails here, before any worker starts
+    except UnknownEngine as exc:
+        raise UsageError(str(exc)) from None
     progress = progress_printer(args.quiet)
     try:
         report = run_check(engine, profile=args.profile, seed_value=args.seed, optimize=args.optimize,

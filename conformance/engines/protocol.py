@@ -332,6 +332,17 @@ def engine_ref(engine: Engine) -> str:
     return held[1] if held is not None and held[0]() is engine else engine.name
 
 
+def check_engine_name(name: str) -> None:
+    """Raise :class:`UnknownEngine` when ``name`` cannot name an engine (no builtin, no installed
+    entry point, not ``package.module:factory``), without loading anything: a command line
+    rejects it before it starts a worker."""
+    engine, _source = split_source(name)
+    target = BUILTIN_ENGINES.get(engine) or installed_engines().get(engine) or engine
+    if ":" not in target:
+        known = ", ".join(engine_names())
+        raise UnknownEngine(f"unknown engine {engine!r}; known: {known}, or package.module:factory")
+
+
 def load_engine(name: str) -> Engine:
     """The engine called ``name``: a builtin, an installed entry point, or
     ``package.module:factory``; ``NAME@DIR`` loads it from the source tree
@@ -342,11 +353,9 @@ def load_engine(name: str) -> Engine:
     :class:`EngineUnavailable` when the engine cannot be loaded here.
     """
     loaded_by = name
+    check_engine_name(name)
     name, source = split_source(name)
     target = BUILTIN_ENGINES.get(name) or installed_engines().get(name) or name
-    if ":" not in target:
-        known = ", ".join(engine_names())
-        raise UnknownEngine(f"unknown engine {name!r}; known: {known}, or package.module:factory")
     factory = _load_factory(target)
     if source is None:
         engine = factory()
