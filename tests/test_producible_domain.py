@@ -278,7 +278,8 @@ def test_engines_without_the_capability_keep_the_constructor_domain() -> None:
 
 
 def test_domain_mode_is_validated_and_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(strat.DOMAIN_ENV, raising=False)
+    monkeypatch.setenv(strat.DOMAIN_ENV, "producible")  # recorded, so that the test's use_domain is undone
+    monkeypatch.delenv(strat.DOMAIN_ENV)
     assert strat.domain_mode() == "producible"
     strat.use_domain("constructor")
     assert strat.domain_mode() == "constructor"

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -150,15 +149,6 @@ def single_specs(domain: Domain) -> Iterator[KVCacheSpec]:
         for f in _settable(kind, domain):
             yield from variants(kind, f.name, domain)[:1]
     yield from page_grid(domain)
-
-
-def equal_copy(spec: KVCacheSpec) -> KVCacheSpec:
-    """A spec equal to ``spec`` whose values are other objects (as when one layer's values are
-    read back from a config or JSON): an engine comparing fields with ``is`` tells them apart
-    where the values are not cached singletons (strings, tuples, ints above 256)."""
-    from kvcontract.conformance.contract.codec import spec_from_json, spec_to_json
-
-    return spec_from_json(json.loads(json.dumps(spec_to_json(spec))))
 
 
 def page_grid(domain: Domain) -> Iterator[KVCacheSpec]:

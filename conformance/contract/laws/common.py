@@ -9,6 +9,7 @@ finding, raised as :class:`~kvcontract.conformance.contract.model.Violation`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from collections.abc import Sequence
@@ -56,11 +57,15 @@ def raised_signature(exc: BaseException, kinds: Sequence[str] | None, prefix: st
 
 
 def to_engine(engine: Engine, spec: KVCacheSpec) -> Any:
+    """The engine's object for ``spec``. An adapter that hands over the spec itself (the
+    reference engines do) gets a copy handed on instead: an engine that writes into its inputs
+    must not rewrite the example, which later clauses judge again."""
     try:
-        return engine.to_engine(spec)
+        obj = engine.to_engine(spec)
     except Exception as exc:
         raise KitFailure(f"{engine.name} adapter could not convert {type(spec).__name__}: "
                          f"{describe(exc)}") from exc
+    return copy.copy(obj) if obj is spec else obj
 
 
 def engine_objects(engine: Engine, specs: Sequence[KVCacheSpec]) -> list[Any]:

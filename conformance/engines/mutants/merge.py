@@ -251,25 +251,3 @@ class SortsInput(Mutant):
         if isinstance(objs, list):
             objs.sort(key=lambda s: s.is_draft)  # targets first, drafts last
         return reference.merge(list(objs))
-
-
-@_register
-class IdentityCompare(Mutant):
-    """The laws that merge equal members (MERGE-ORDER-1, ...): fields compared with ``is``."""
-
-    key = "identity-compare"
-    description = ("merge compares members' fields with `is`, so equal values that are other objects "
-                   "(read back from a config or JSON) disagree")
-    imitates = ""
-    expected_clauses = ("MERGE-ORDER-1", "MERGE-ASSOC-1", "MERGE-KIND-1", "MERGE-AGREE-1", "MERGE-PAGE-1")
-
-    def merge(self, objs: Sequence[Any]) -> Any:
-        specs = list(objs)
-        for other in specs[1:]:
-            if type(other) is not type(specs[0]):
-                continue
-            for f in dataclasses.fields(other):
-                mine, theirs = getattr(specs[0], f.name), getattr(other, f.name)
-                if mine == theirs and mine is not theirs:  # the defect: identity taken for equality
-                    raise IncompatibleSpecs([Disagreement(f.name, reference.role_of(f), (mine, theirs))])
-        return reference.merge(specs)

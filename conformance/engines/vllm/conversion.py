@@ -138,8 +138,8 @@ class VllmConversion(VllmDiscovery):
         if cls is None:
             raise UnmappableResult(f"vllm {self.version} has no {type(spec).__name__}")
         # Keyed by the spec object, not its value: an equal spec whose values are other objects
-        # (a copy read back from JSON) must reach the engine with those objects, or an engine
-        # that compares with ``is`` would pass. The entry holds the spec, so its id stays its own.
+        # reaches the engine with those objects (an engine comparing with ``is`` tells them
+        # apart). The entry holds the spec, so its id stays its own.
         cache: dict[int, tuple[KVCacheSpec, dict[str, Any]]] = self.__dict__.setdefault("_to_engine_kwargs", {})
         hit = cache.get(id(spec))
         if hit is not None and hit[0] is spec:
