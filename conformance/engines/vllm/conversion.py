@@ -133,7 +133,7 @@ class VllmConversion(VllmDiscovery):
 
     def to_engine(self, spec: KVCacheSpec) -> Any:
         """A new engine object for ``spec`` (new on every call: the engine may write into it).
-        The constructor's arguments are worked out once per spec value."""
+        The constructor's arguments are worked out once per spec object."""
         cls = self.engine_class(type(spec))
         if cls is None:
             raise UnmappableResult(f"vllm {self.version} has no {type(spec).__name__}")

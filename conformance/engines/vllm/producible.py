@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kvcontract.conformance.engines.vllm import producible_ast
 from kvcontract.conformance.engines.vllm.producible_ast import (
     NOT_LITERAL,
     SPEC_BASE,
@@ -163,12 +164,14 @@ def _scan_cached(root: str) -> ProducibleScan:
 
 def _cache_path(package: Path) -> Path | None:
     """The cache file for ``package`` as it is now: named by a digest of the scanner's own
-    source and every ``.py`` file's path, size and modification time."""
+    source (this module and its AST helpers) and every ``.py`` file's path, size and
+    modification time."""
     base = os.environ.get(CACHE_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kvcontract")
     digest = hashlib.sha256()
     try:
-        digest.update(Path(__file__).read_bytes())
+        for scanner in (Path(__file__), Path(producible_ast.__file__)):
+            digest.update(scanner.read_bytes())
         digest.update(str(package).encode())
         for directory, dirs, files in os.walk(package):
             dirs.sort()
