@@ -2,7 +2,7 @@
 
 ``from kvcontract.reference import MLAAttentionSpec, merge`` — spec kinds whose
 fields declare their roles, one generic :func:`merge` over those roles, and the
-uniformity and grouping built on it. Pure Python: no torch, no pydantic.
+uniformity, grouping and planning built on it. Pure Python: no torch, no pydantic.
 Every public object names the ``spec/SPEC.md`` clause it states.
 """
 
@@ -30,6 +30,16 @@ from kvcontract.reference.merge import (
     is_uniform,
     merge,
     unify_page_sizes,
+)
+from kvcontract.reference.planning import (
+    KVCachePlan,
+    PlanGroup,
+    PlanTensor,
+    is_uniform_type,
+    plan,
+    plan_groups,
+    size_plan,
+    unify_hybrid,
 )
 from kvcontract.reference.roles import (
     AnnotationRule,
@@ -74,6 +84,9 @@ __all__ = [
     "MambaSpec", "MambaType", "RSWASpec", "Role", "SinkFullAttentionSpec", "SlidingWindowMLASpec",
     "SlidingWindowSpec", "SparseCacheRole", "group_layers", "is_uniform", "load_layer_table",
     "advisory_reason", "full_allocation_form", "is_advisory", "relied_on_by", "merge", "role_of", "rule_of", "spec_fields", "unify_page_sizes",
+    # planning (spec chapter PLAN)
+    "KVCachePlan", "PlanGroup", "PlanTensor", "is_uniform_type", "plan", "plan_groups", "size_plan",
+    "unify_hybrid",
     # runtime dispatch (spec chapter DISPATCH)
     "DispatchError", "InvalidRoutingRequest", "QueryLenSupport", "Routing", "RoutingRequest",
     "decode_threshold_of", "route",

@@ -25,6 +25,7 @@ CHAPTERS = {
     "ERROR": "error",
     "UNIFORM": "uniformity",
     "GROUP": "grouping",
+    "PLAN": "planning",
     "DISPATCH": "dispatch",
     "NUM": "numerics",
 }

@@ -65,6 +65,29 @@ class EngineGroup:
     member_specs: Mapping[str, KVCacheSpec] | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class EngineTensor:
+    """One tensor of an engine's plan: the layers it places in the backing allocation of
+    ``size_bytes``; layer ``l``'s page of block ``b`` starts at ``offset + l * layer_stride
+    + b * block_stride`` (chapter PLAN)."""
+
+    layer_names: tuple[str, ...]
+    size_bytes: int
+    offset: int | None = None
+    layer_stride: int | None = None
+    block_stride: int | None = None
+    """Placement; None where the engine release does not state it (not judged then)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnginePlan:
+    """An engine's plan of a layer table within a memory budget (chapter PLAN)."""
+
+    groups: tuple[EngineGroup, ...]
+    num_blocks: int
+    tensors: tuple[EngineTensor, ...]
+
+
 class EngineUnavailable(Exception):
     """The engine cannot be loaded here (not installed, import failure)."""
 
@@ -151,6 +174,27 @@ class GroupingAvailability(Protocol):
     """
 
     def grouping_unavailable(self) -> str | None: ...
+
+
+@runtime_checkable
+class Planning(Protocol):
+    """An adapter that drives its engine's planner (optional; chapter PLAN).
+
+    ``plan_layers`` plans ``objs_by_layer`` within ``memory_bytes``, with the engine's
+    hybrid manager on or off; ``planning_unavailable()`` says why the planner cannot be
+    driven here (None: it can). ``render_plan`` is snippet source calling the planner,
+    ``render_plan_view`` source turning its result into ``(num_blocks, [(layer_names,
+    size, offset, layer_stride, block_stride), ...], [(layer_names, spec), ...])``.
+    """
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True) -> EnginePlan: ...
+
+    def planning_unavailable(self) -> str | None: ...
+
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str: ...
+
+    def render_plan_view(self, plan_expr: str) -> str: ...
 
 
 @runtime_checkable

@@ -8,7 +8,7 @@ from typing import Any
 import kvcontract
 from kvcontract import reference
 from kvcontract.conformance.contract.codec import render_call
-from kvcontract.conformance.engines.protocol import EngineGroup, Router
+from kvcontract.conformance.engines.protocol import EngineGroup, EnginePlan, EngineTensor, Router
 from kvcontract.reference import KVCacheSpec
 
 
@@ -51,6 +51,7 @@ class ReferenceEngine:
     def snippet_imports(self, kinds: Sequence[type[KVCacheSpec]]) -> list[str]:
         names = sorted({k.__name__ for k in kinds} | {"KVDtype", "merge", "is_uniform", "group_layers"})
         return [f"from kvcontract.reference import {', '.join(names)}",
+                "from kvcontract.reference import plan",
                 "from kvcontract.reference.dtypes import KVQuantMode, MambaType, SparseCacheRole"]
 
     def render_spec(self, spec: KVCacheSpec) -> str:
@@ -71,6 +72,22 @@ class ReferenceEngine:
     def render_page_size(self, obj_expr: str) -> str:
         return f"{obj_expr}.page_size_bytes"
 
+    # -- planning (Planning) -----------------------------------------------------------
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True) -> EnginePlan:
+        return plan_of(reference.plan(dict(objs_by_layer), memory_bytes, hybrid=hybrid))
+
+    def planning_unavailable(self) -> str | None:
+        return None
+
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str:
+        return f"plan({table_expr}, {memory_expr}, hybrid={hybrid_expr})"
+
+    def render_plan_view(self, plan_expr: str) -> str:
+        return (f"({plan_expr}.num_blocks, [(t.layer_names, t.size_bytes, t.offset, t.layer_stride, "
+                f"t.block_stride) for t in {plan_expr}.tensors], [(g.layer_names, g.spec if g.spec is not None "
+                f"else dict(g.layer_specs)) for g in {plan_expr}.groups])")
+
     # -- routing (RoutingEngine) -----------------------------------------------------
     def router(self) -> Router | None:
         return reference.route
@@ -80,3 +97,12 @@ class ReferenceEngine:
 
     def router_source(self) -> list[str]:
         return ["from kvcontract.reference import route as ROUTE"]
+
+
+def plan_of(planned: reference.KVCachePlan) -> EnginePlan:
+    """The reference's plan in the engine protocol's terms (per-member groups: ``spec`` None)."""
+    groups = tuple(EngineGroup(g.layer_names, g.spec, None if g.spec is not None else dict(g.layer_specs))
+                   for g in planned.groups)
+    tensors = tuple(EngineTensor(t.layer_names, t.size_bytes, t.offset, t.layer_stride, t.block_stride)
+                    for t in planned.tensors)
+    return EnginePlan(groups, planned.num_blocks, tensors)

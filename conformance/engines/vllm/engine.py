@@ -34,13 +34,13 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from kvcontract.conformance.engines.protocol import EngineUnavailable, Router
+from kvcontract.conformance.engines.vllm.planner import VllmPlanning
 from kvcontract.conformance.engines.vllm.producible import VllmProducible
-from kvcontract.conformance.engines.vllm.snippets import VllmSnippets
 from kvcontract.conformance.engines.vllm.source import distribution_of, git_state, use_source_tree
 from kvcontract.reference import KVCacheSpec, KVQuantMode, MambaType, SparseCacheRole
 
 
-class VllmEngine(VllmSnippets, VllmProducible):
+class VllmEngine(VllmPlanning, VllmProducible):
     """vLLM's ``kv_cache_interface`` specs, merge, uniformity check and grouping."""
 
     name = "vllm"

@@ -144,6 +144,10 @@ class VllmGrouping(VllmConversion):
                     raise GroupingUnavailable(f"vllm {self.version}: {gap}") from None
         else:  # pragma: no cover - every retry learns one more path
             raise GroupingUnavailable(f"vllm {self.version}: grouping's config needs did not settle")
+        return self._engine_groups(groups)
+
+    def _engine_groups(self, groups: Any) -> list[EngineGroup]:
+        """The release's ``KVCacheGroupSpec`` list in reference terms."""
         out = []
         for g in groups:
             spec = g.kv_cache_spec

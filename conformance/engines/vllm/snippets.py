@@ -34,6 +34,8 @@ class VllmSnippets(VllmGrouping):
             lines.append(f"from {engine_enum.__module__} import {engine_enum.__name__}")
         if self.planning_module:
             lines.append(f"from {self.planning_module} import is_kv_cache_spec_uniform, get_kv_cache_groups")
+            if hasattr(self.planning, "get_kv_cache_config_from_groups"):
+                lines.append(f"from {self.planning_module} import get_kv_cache_config_from_groups")
         return lines
 
     def _render_value(self, _name: str, value: Any, hint: Any = None) -> str:

@@ -1,0 +1,123 @@
+"""A vLLM release's planner (chapter PLAN): ``get_kv_cache_groups`` then
+``get_kv_cache_config_from_groups``, driven with the config grouping was seen to read
+plus the sizing's neutral values (no block-count override, no HiSparse, no prefix-cache
+retention), the hybrid manager on or off as asked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from kvcontract.conformance.contract.model import KitFailure
+from kvcontract.conformance.engines.protocol import EnginePlan, EngineTensor
+from kvcontract.conformance.engines.vllm.config import ConfigGap, StrictConfig
+from kvcontract.conformance.engines.vllm.snippets import VllmSnippets
+
+HYBRID_PATH = "scheduler_config.disable_hybrid_kv_cache_manager"
+
+
+class PlanningUnavailable(KitFailure):
+    """This release's planner cannot be driven by the adapter (the reason says why)."""
+
+
+class _Source:
+    """A config value rendered as the given source text in a snippet."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class VllmPlanning(VllmSnippets):
+    """Planning (the fourth layer of :class:`~kvcontract.conformance.engines.vllm.engine.VllmEngine`)."""
+
+    PLAN_NEUTRAL: ClassVar[dict[str, Any]] = {
+        "cache_config.num_gpu_blocks_override": None,
+        "cache_config.prefix_cache_retention_interval": None,
+        "attention_config.hisparse_config": None,
+    }
+    """What sizing reads beyond grouping, with the values that switch its options off."""
+
+    def _plan_values(self, hybrid: Any) -> dict[str, Any]:
+        values = {p: v for p, v in self._config_values.items() if p != "attention_config"}
+        values.update(self.PLAN_NEUTRAL)
+        values[HYBRID_PATH] = not hybrid if isinstance(hybrid, bool) else hybrid
+        values.setdefault("cache_config.get_resolved_kv_cache_layout", self._neutral(
+            "cache_config.get_resolved_kv_cache_layout"))
+        return values
+
+    @staticmethod
+    def _tree(values: Mapping[str, Any]) -> dict[str, Any]:
+        tree: dict[str, Any] = {}
+        for path, value in values.items():
+            node = tree
+            *parents, leaf = path.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        return tree
+
+    def _plan_config(self, hybrid: bool) -> StrictConfig:
+        def build(prefix: str, values: Mapping[str, Any]) -> StrictConfig:
+            return StrictConfig(prefix, {k: build(f"{prefix}{k}.", v) if isinstance(v, dict) else v
+                                         for k, v in values.items()})
+
+        return build("", self._tree(self._plan_values(hybrid)))
+
+    def planning_unavailable(self) -> str | None:
+        """Why this release's planner cannot be driven here, or None."""
+        problem = self.grouping_unavailable()
+        if problem:
+            return problem
+        if not hasattr(self.planning, "get_kv_cache_config_from_groups"):
+            return f"vllm {self.version} has no get_kv_cache_config_from_groups in {self.planning_module}"
+        return None
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True) -> EnginePlan:
+        """The release's groups and KV-cache config of the layers within ``memory_bytes``."""
+        problem = self.planning_unavailable()
+        if problem:
+            raise PlanningUnavailable(problem)
+        planning: Any = self.planning
+        config = self._plan_config(hybrid)
+        try:
+            groups = planning.get_kv_cache_groups(config, dict(objs_by_layer))
+            kv_config = planning.get_kv_cache_config_from_groups(config, groups, memory_bytes)
+        except ConfigGap as gap:
+            raise PlanningUnavailable(f"vllm {self.version}: {gap}") from None
+        tensors = tuple(EngineTensor(_tensor_layers(t), int(t.size),
+                                     getattr(t, "offset", None), getattr(t, "layer_stride", None),
+                                     getattr(t, "block_stride", None))
+                        for t in kv_config.kv_cache_tensors)
+        return EnginePlan(tuple(self._engine_groups(kv_config.kv_cache_groups)), int(kv_config.num_blocks), tensors)
+
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str:
+        values = self._plan_values(_Source(f"not ({hybrid_expr})"))
+        config = self._render_values(values)
+        return (f"(lambda config, table: get_kv_cache_config_from_groups(config, get_kv_cache_groups(config, "
+                f"dict(table)), {memory_expr}))({config}, {table_expr})")
+
+    def render_plan_view(self, plan_expr: str) -> str:
+        return (f"({plan_expr}.num_blocks, [(tuple(t.layers), t.size, t.offset, t.layer_stride, t.block_stride) "
+                f"for t in {plan_expr}.kv_cache_tensors], [(tuple(g.layer_names), g.kv_cache_spec) "
+                f"for g in {plan_expr}.kv_cache_groups])")
+
+    def _render_values(self, values: Mapping[str, Any]) -> str:
+        def value(v: Any) -> str:
+            if isinstance(v, _Source):
+                return v.text
+            if callable(v):  # the layout function
+                return (f"lambda: __import__({self.LAYOUT_MODULE!r}, fromlist=['x']).KVCacheLayout.{v().name}")
+            return repr(v)
+
+        def build(node: Mapping[str, Any]) -> str:
+            inner = ", ".join(f"{k}={build(v) if isinstance(v, dict) else value(v)}" for k, v in node.items())
+            return f"__import__('types').SimpleNamespace({inner})"
+
+        return build(self._tree(values))
+
+
+def _tensor_layers(tensor: Any) -> tuple[str, ...]:
+    """A ``KVCacheTensor``'s layer names (``layers``; ``shared_by`` in older releases)."""
+    names: Any = getattr(tensor, "layers", None) or getattr(tensor, "shared_by", None) or ()
+    return tuple(str(n) for n in names)

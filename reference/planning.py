@@ -1,0 +1,387 @@
+"""Planning: from a model's layer table to KV-cache groups, blocks and tensors.
+
+Chapter PLAN of ``spec/SPEC.md``. :func:`plan_groups` arranges the layers into
+groups (chapter GROUP's merged groups where that is possible, else groups whose
+members keep their own specs: PLAN-TYPE-1); :func:`size_plan` turns groups and a
+memory budget into a block count and the tensors that back every layer
+(PLAN-SIZE-1, PLAN-TENSOR-1); :func:`plan` does both. The order of the steps is
+the contract's one conforming answer; where the contract leaves a choice (how a
+bucket of layers is split into equal groups) the reference takes the choice vLLM
+0.34.0 takes, so that ``kvcontract plan`` can show where an engine differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kvcontract.reference.merge import (
+    GroupingError,
+    IncompatibleSpecs,
+    full_allocation_form,
+    is_uniform,
+    merge,
+    unify_page_sizes,
+)
+from kvcontract.reference.specs import (
+    AttentionSpec,
+    ChunkedLocalAttentionSpec,
+    CircularBufferSpec,
+    CrossAttentionSpec,
+    FullAttentionSpec,
+    HiddenStateCacheSpec,
+    HiSparseHotSpec,
+    HiSparseResidentSpec,
+    KVCacheSpec,
+    MambaSpec,
+    MLAAttentionSpec,
+    SlidingWindowMLASpec,
+    SlidingWindowSpec,
+    round_up,
+)
+
+# -- PLAN-TYPE-1: which layers may share a group with one spec per member -------------------
+
+_FAMILIES: tuple[tuple[type[KVCacheSpec], tuple[str, ...]], ...] = (
+    # most specific first: a kind belongs to the first base it is an instance of
+    (HiSparseHotSpec, ()),
+    (HiSparseResidentSpec, ()),
+    (SlidingWindowMLASpec, ("sliding_window", "bounded_replay")),
+    (SlidingWindowSpec, ("sliding_window",)),
+    (ChunkedLocalAttentionSpec, ("attention_chunk_size",)),
+    (CircularBufferSpec, ()),
+    (CrossAttentionSpec, ()),
+    (MambaSpec, ()),
+    (FullAttentionSpec, ()),  # MLA, RSWA, sink and hidden-state layers too
+)
+"""The allocation family of each kind (the base its block manager is chosen by) and the
+fields every member of a per-member group must share with the others."""
+
+
+def family_of(spec: KVCacheSpec) -> tuple[Any, ...] | None:
+    """The allocation family of ``spec`` and its shared values; None for a kind that has no
+    block manager (an encoder-only layer), which no group may hold with others."""
+    for base, keys in _FAMILIES:
+        if isinstance(spec, base):
+            return (base.__name__, *(getattr(spec, k) for k in keys))
+    return None
+
+
+def is_uniform_type(specs_by_layer: Mapping[str, KVCacheSpec]) -> bool:
+    """Whether the layers may share one group, each keeping its own spec (PLAN-TYPE-1):
+    one block size, one DCP sharding and one allocation family. Symmetric in its members.
+
+    post: __return__ == (len(specs_by_layer) <= 1 or __return__)
+    """
+    specs = list(specs_by_layer.values())
+    if len(specs) <= 1:
+        return True
+    first = family_of(specs[0])
+    return (first is not None
+            and len({s.block_size for s in specs}) == 1
+            and len({s.dcp_sharded for s in specs}) == 1
+            and all(family_of(s) == first for s in specs))
+
+
+# -- groups ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanGroup:
+    """One group of a plan: its layers, the merged spec (None when every member keeps its
+    own, PLAN-TYPE-1), and the spec each layer is allocated with."""
+
+    layer_names: tuple[str, ...]
+    spec: KVCacheSpec | None
+    layer_specs: tuple[tuple[str, KVCacheSpec], ...]
+
+    @property
+    def block_size(self) -> int:
+        return self.layer_specs[0][1].block_size
+
+    @property
+    def per_member(self) -> bool:
+        return self.spec is None
+
+    def describe(self) -> str:
+        kinds = sorted({type(s).__name__ for _, s in self.layer_specs})
+        pages = sorted({s.page_size_bytes for _, s in self.layer_specs})
+        form = "per-member" if self.spec is None else "merged"
+        return (f"{len(self.layer_names)} layers, {'+'.join(kinds)}, {form}, block_size {self.block_size}, "
+                f"page {'/'.join(map(str, pages))} B")
+
+
+def _merged(names: Sequence[str], specs: Sequence[KVCacheSpec]) -> PlanGroup:
+    spec = merge(list(specs))
+    return PlanGroup(tuple(names), spec, tuple((n, spec) for n in names))
+
+
+def _per_member(table: Mapping[str, KVCacheSpec]) -> PlanGroup:
+    return PlanGroup(tuple(table), None, tuple(table.items()))
+
+
+def promote_local(table: Mapping[str, KVCacheSpec]) -> dict[str, KVCacheSpec]:
+    """PLAN-HYBRID-1: with the hybrid manager off, a table that mixes full attention with
+    sliding-window or chunked-local layers allocates the local layers as full attention
+    (:func:`~kvcontract.reference.full_allocation_form`): at the full layers' block size
+    when they have one, the page padding scaled with it. A table that is already uniform,
+    or of one type, is returned as it is. Raises :class:`GroupingError` when the result
+    still cannot share one group.
+
+    raises: GroupingError
+    post: sorted(__return__) == sorted(table)
+    """
+    out = dict(table)
+    if is_uniform(out) or is_uniform_type(out):
+        return out
+    local = (SlidingWindowSpec, ChunkedLocalAttentionSpec)
+    has_full = any(isinstance(s, FullAttentionSpec) for s in out.values())
+    if has_full and any(isinstance(s, local) for s in out.values()):
+        full_sizes = {s.block_size for s in out.values() if isinstance(s, FullAttentionSpec)}
+        for name, spec in table.items():
+            if not isinstance(spec, local):
+                continue
+            block_size = next(iter(full_sizes)) if len(full_sizes) == 1 else spec.block_size
+            out[name] = _at_block_size(full_allocation_form(spec), spec, block_size)
+    if not (is_uniform(out) or is_uniform_type(out)):
+        raise GroupingError("the local layers, allocated as full attention, still cannot share one "
+                            "group with the others (PLAN-HYBRID-1)")
+    return out
+
+
+def _at_block_size(promoted: KVCacheSpec, original: KVCacheSpec, block_size: int) -> KVCacheSpec:
+    """``promoted`` at ``block_size``; a padded page grows with the block (PLAN-HYBRID-1)."""
+    changes: dict[str, Any] = {"block_size": block_size}
+    padded = getattr(original, "page_size_padded", None)
+    if padded is not None and isinstance(original, AttentionSpec) and getattr(promoted, "alignment", None) is None:
+        content = original.unpadded_page_size_bytes * block_size // original.block_size
+        changes["page_size_padded"] = max(padded, content)
+    return dataclasses.replace(promoted, **changes)
+
+
+def unify_hybrid(table: Mapping[str, KVCacheSpec]) -> dict[str, KVCacheSpec]:
+    """PLAN-HYBRID-1 per sharding: replicated attention layers (not DCP-sharded) and the
+    others are promoted apart, as the hybrid-disabled planner does.
+
+    raises: GroupingError
+    post: sorted(__return__) == sorted(table)
+    """
+    parts: dict[bool, dict[str, KVCacheSpec]] = {}
+    for name, spec in table.items():
+        parts.setdefault(isinstance(spec, AttentionSpec) and not spec.dcp_sharded, {})[name] = spec
+    out = dict(table)
+    for part in parts.values():
+        out.update(promote_local(part))
+    return out
+
+
+def _buckets(table: Mapping[str, KVCacheSpec]) -> list[tuple[list[str], list[KVCacheSpec]]]:
+    """Layers in buckets whose specs merge: each distinct spec joins the first bucket it
+    merges with, in table order (GROUP-SHARE-1)."""
+    buckets: list[tuple[list[str], list[KVCacheSpec]]] = []
+    for name, spec in table.items():
+        for names, members in buckets:
+            try:
+                merge([*members, spec])
+            except IncompatibleSpecs:
+                continue
+            names.append(name)
+            members.append(spec)
+            break
+        else:
+            buckets.append(([name], [spec]))
+    return buckets
+
+
+def _equal_groups(buckets: list[tuple[list[str], list[KVCacheSpec]]]) -> list[PlanGroup]:
+    """Split buckets into groups of about equal size (the contract's free choice; the
+    reference takes vLLM's: the smallest bucket's size, or the largest's when no bucket is
+    half as large again as the smallest; ``layers[i::n]`` to the i-th of n groups)."""
+    sizes = [len(names) for names, _ in buckets]
+    group_size = max(sizes) if max(sizes) < min(sizes) * 1.5 else min(sizes)
+    groups = []
+    for names, members in buckets:
+        count = -(-len(names) // group_size)
+        by_name = dict(zip(names, members, strict=True))
+        for i in range(count):
+            part = names[i::count]
+            groups.append(_merged(part, [by_name[n] for n in part]))
+    return groups
+
+
+def _full_allocation_fallback(table: Mapping[str, KVCacheSpec]) -> PlanGroup | None:
+    """GROUP-MERGED-1's fallback where pages cannot be unified: MLA beside sliding-window
+    layers, none chunked-local or hidden-state, allocated as one per-member full-attention
+    group (PLAN-TYPE-1); None when that does not apply."""
+    specs = list(table.values())
+    if any(isinstance(s, HiddenStateCacheSpec | ChunkedLocalAttentionSpec) for s in specs):
+        return None
+    if not (any(isinstance(s, MLAAttentionSpec) for s in specs)
+            and any(isinstance(s, SlidingWindowSpec) for s in specs)):
+        return None
+    try:
+        promoted = promote_local(table)
+    except GroupingError:
+        return None
+    return _per_member(promoted) if is_uniform_type(promoted) else None
+
+
+def _hidden_state_groups(groups: list[PlanGroup], hidden: Mapping[str, HiddenStateCacheSpec]
+                         ) -> list[PlanGroup]:
+    """PLAN-HIDDEN-1: each hidden-state layer in a group of its own, its page padded to the
+    groups' common page; the block size the largest divisor of the groups' block sizes whose
+    tokens fit that page (the groups' blocks grow first when one token does not)."""
+    common = groups[0].layer_specs[0][1].page_size_bytes
+    per_token = max(s.num_kv_heads * s.head_size * s.dtype.itemsize for s in hidden.values())
+    if per_token > common:
+        scale = -(-per_token // common)
+        common *= scale
+        groups = [_scaled(g, scale) for g in groups]
+    gcd = math.gcd(*(g.block_size for g in groups))
+    out = list(groups)
+    for name, spec in hidden.items():
+        fits = max(common // (spec.num_kv_heads * spec.head_size * spec.dtype.itemsize), 1)
+        block_size = next(d for d in range(min(gcd, fits), 0, -1) if gcd % d == 0)
+        aligned = dataclasses.replace(spec, block_size=block_size, page_size_padded=common)
+        out.append(PlanGroup((name,), aligned, ((name, aligned),)))
+    return out
+
+
+def _scaled(group: PlanGroup, scale: int) -> PlanGroup:
+    def grow(spec: KVCacheSpec) -> KVCacheSpec:
+        changes: dict[str, Any] = {"block_size": spec.block_size * scale}
+        padded = getattr(spec, "page_size_padded", None)
+        if padded is not None:
+            changes["page_size_padded"] = padded * scale
+        return dataclasses.replace(spec, **changes)
+
+    spec = None if group.spec is None else grow(group.spec)
+    return PlanGroup(group.layer_names, spec, tuple((n, spec or grow(s)) for n, s in group.layer_specs))
+
+
+def plan_groups(table: Mapping[str, KVCacheSpec], *, hybrid: bool = True) -> list[PlanGroup]:
+    """Arrange the layers into KV-cache groups (chapters GROUP and PLAN).
+
+    In order: with ``hybrid=False`` the local layers are promoted first (PLAN-HYBRID-1);
+    no layers: no groups; layers that all merge: one merged group (GROUP-SHARE-1); layers
+    of one type: one per-member group (PLAN-TYPE-1); otherwise hidden-state layers are set
+    apart (PLAN-HIDDEN-1), the others' pages unified (GROUP-PAGE-1), falling back to full
+    allocation where they cannot be (GROUP-MERGED-1), bucketed by merge and split into
+    groups of about equal size; the hidden-state layers come last, one group each.
+
+    raises: GroupingError
+    post: sorted(n for g in __return__ for n in g.layer_names) == sorted(table)
+    """
+    if not hybrid:
+        table = unify_hybrid(table)
+    if not table:
+        return []
+    if is_uniform(table):
+        return [_merged(list(table), list(table.values()))]
+    if is_uniform_type(table):
+        return [_per_member(table)]
+    hidden = {n: s for n, s in table.items() if isinstance(s, HiddenStateCacheSpec)}
+    rest = {n: s for n, s in table.items() if n not in hidden}
+    try:
+        unified = unify_page_sizes(rest)
+    except GroupingError:
+        fallback = _full_allocation_fallback(table)
+        if fallback is None:
+            raise
+        return [fallback]
+    groups = _equal_groups(_buckets(unified)) if unified else []
+    if hidden and groups:
+        groups = _hidden_state_groups(groups, hidden)
+    elif hidden:
+        groups = [_per_member(hidden)] if is_uniform_type(hidden) else [_merged([n], [s]) for n, s in hidden.items()]
+    return groups
+
+
+# -- PLAN-SIZE-1, PLAN-TENSOR-1: blocks and tensors --------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanTensor:
+    """The placement of same-spec layers in the one backing allocation of ``size_bytes``:
+    layer ``l``'s page of block ``b`` starts at ``offset + l * layer_stride + b * block_stride``
+    (layer-outermost: each layer a contiguous run of blocks)."""
+
+    layer_names: tuple[str, ...]
+    size_bytes: int
+    page_size_bytes: int
+    offset: int
+    layer_stride: int
+    block_stride: int
+
+    def end(self, num_blocks: int) -> int:
+        """One past the last byte of the last layer's last page (PLAN-SIZE-1)."""
+        if not self.layer_names or num_blocks == 0:
+            return self.offset
+        return (self.offset + (len(self.layer_names) - 1) * self.layer_stride
+                + (num_blocks - 1) * self.block_stride + self.page_size_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class KVCachePlan:
+    """A model's KV cache: groups, the bytes one block costs across a group's layers, the
+    number of blocks the budget buys, and the tensors backing every layer."""
+
+    groups: tuple[PlanGroup, ...]
+    memory_bytes: int
+    bytes_per_block: int
+    num_blocks: int
+    tensors: tuple[PlanTensor, ...]
+
+    @property
+    def used_bytes(self) -> int:
+        return self.bytes_per_block * self.num_blocks
+
+    def tokens_per_group(self) -> list[int]:
+        """Tokens the blocks hold in each group (every group draws from one block pool)."""
+        return [self.num_blocks * g.block_size for g in self.groups]
+
+
+def bytes_per_block(groups: Sequence[PlanGroup]) -> int:
+    """PLAN-SIZE-1: the bytes one block ID costs: the largest group's pages (each rounded up
+    to its block-stride alignment), since every group's tensors start at the same byte and
+    a block ID belongs to one group at a time."""
+    return max((sum(round_up(s.page_size_bytes, s.block_stride_alignment or 1) for _, s in g.layer_specs)
+                for g in groups), default=0)
+
+
+def size_plan(groups: Sequence[PlanGroup], memory_bytes: int) -> KVCachePlan:
+    """PLAN-SIZE-1 and PLAN-TENSOR-1: as many blocks as the budget buys, and per group one
+    tensor per distinct layer spec, holding that spec's layers.
+
+    raises: GroupingError
+    post: __return__.used_bytes <= memory_bytes
+    """
+    if memory_bytes < 0:
+        raise GroupingError(f"the memory budget must be >= 0 bytes, got {memory_bytes}")
+    per_block = bytes_per_block(groups)
+    if not groups:
+        return KVCachePlan((), memory_bytes, 0, 1, ())  # attention-free: the pool's null block only
+    num_blocks = memory_bytes // per_block
+    tensors = []
+    for g in groups:  # every group's tensors start at byte 0: a block ID has one owner
+        by_spec: dict[KVCacheSpec, list[str]] = {}
+        for name, spec in g.layer_specs:
+            by_spec.setdefault(spec, []).append(name)
+        offset = 0
+        for spec, names in by_spec.items():
+            stride = round_up(spec.page_size_bytes, spec.block_stride_alignment or 1)
+            tensors.append(PlanTensor(tuple(names), per_block * num_blocks, spec.page_size_bytes,
+                                      offset, stride * num_blocks, stride))
+            offset += len(names) * stride * num_blocks
+    return KVCachePlan(tuple(groups), memory_bytes, per_block, num_blocks, tuple(tensors))
+
+
+def plan(table: Mapping[str, KVCacheSpec], memory_bytes: int, *, hybrid: bool = True) -> KVCachePlan:
+    """The reference's plan of ``table`` within ``memory_bytes`` (chapter PLAN).
+
+    raises: GroupingError
+    post: sorted(n for t in __return__.tensors for n in t.layer_names) == sorted(table)
+    """
+    return size_plan(plan_groups(table, hybrid=hybrid), memory_bytes)
