@@ -25,6 +25,7 @@ from kvcontract.reference.merge import (
     merge,
     unify_page_sizes,
 )
+from kvcontract.reference.roles import Role, role_of
 from kvcontract.reference.specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -37,52 +38,69 @@ from kvcontract.reference.specs import (
     KVCacheSpec,
     MambaSpec,
     MLAAttentionSpec,
-    SlidingWindowMLASpec,
+    RSWASpec,
+    SinkFullAttentionSpec,
     SlidingWindowSpec,
     round_up,
 )
 
 # -- PLAN-TYPE-1: which layers may share a group with one spec per member -------------------
 
-_FAMILIES: tuple[tuple[type[KVCacheSpec], tuple[str, ...]], ...] = (
-    # most specific first: a kind belongs to the first base it is an instance of
-    (HiSparseHotSpec, ()),
-    (HiSparseResidentSpec, ()),
-    (SlidingWindowMLASpec, ("sliding_window", "bounded_replay")),
-    (SlidingWindowSpec, ("sliding_window",)),
-    (ChunkedLocalAttentionSpec, ("attention_chunk_size",)),
-    (CircularBufferSpec, ()),
-    (CrossAttentionSpec, ()),
-    (MambaSpec, ()),
-    (FullAttentionSpec, ()),  # MLA, RSWA, sink and hidden-state layers too
+_MANAGERS: tuple[tuple[type[KVCacheSpec], str], ...] = (
+    # most specific first: a kind is served by the manager of the first base it is an instance of
+    (HiSparseHotSpec, "hisparse-hot"),
+    (HiSparseResidentSpec, "hisparse-resident"),
+    (RSWASpec, "reference-sliding-window"),
+    (SinkFullAttentionSpec, "sink-full-attention"),
+    (SlidingWindowSpec, "sliding-window"),  # SlidingWindowMLASpec too
+    (ChunkedLocalAttentionSpec, "chunked-local"),
+    (CircularBufferSpec, "circular-buffer"),
+    (CrossAttentionSpec, "cross-attention"),
+    (MambaSpec, "mamba"),
+    (FullAttentionSpec, "full-attention"),  # MLA and hidden-state layers too
 )
-"""The allocation family of each kind (the base its block manager is chosen by) and the
-fields every member of a per-member group must share with the others."""
+"""The block manager that serves each kind (vLLM 0.34.0's ``register_all_kvcache_specs``)."""
+
+_MAMBA_SHARED = ("page_size_bytes", "state_alignment")
+"""Layout values Mamba members must share beyond their allocation fields (the engine's own
+type test compares them; its state pages are laid out per group)."""
 
 
-def family_of(spec: KVCacheSpec) -> tuple[Any, ...] | None:
-    """The allocation family of ``spec`` and its shared values; None for a kind that has no
-    block manager (an encoder-only layer), which no group may hold with others."""
-    for base, keys in _FAMILIES:
-        if isinstance(spec, base):
-            return (base.__name__, *(getattr(spec, k) for k in keys))
+def manager_of(spec: KVCacheSpec) -> str | None:
+    """The block manager serving ``spec``'s kind; None for a kind without one (encoder-only)."""
+    return next((name for base, name in _MANAGERS if isinstance(spec, base)), None)
+
+
+def type_mismatch(first: KVCacheSpec, other: KVCacheSpec) -> str | None:
+    """What keeps two layers out of one per-member group (PLAN-TYPE-1): ``block_size``,
+    ``dcp_sharded``, ``manager``, an ALLOCATION field's name, or a Mamba layout value's;
+    None when they may share one."""
+    if other.block_size != first.block_size:
+        return "block_size"
+    if other.dcp_sharded != first.dcp_sharded:
+        return "dcp_sharded"
+    if manager_of(first) is None or manager_of(other) != manager_of(first):
+        return "manager"
+    fields = {f.name: f for s in (first, other) for f in dataclasses.fields(s)
+              if role_of(f) is Role.ALLOCATION and f.name != "dcp_sharded"}
+    for name, f in fields.items():  # a field one kind lacks reads as its default in the other
+        default = None if f.default is dataclasses.MISSING else f.default
+        if getattr(first, name, default) != getattr(other, name, default):
+            return name
+    if isinstance(first, MambaSpec) and isinstance(other, MambaSpec):
+        return next((n for n in _MAMBA_SHARED if getattr(first, n) != getattr(other, n)), None)
     return None
 
 
 def is_uniform_type(specs_by_layer: Mapping[str, KVCacheSpec]) -> bool:
-    """Whether the layers may share one group, each keeping its own spec (PLAN-TYPE-1):
-    one block size, one DCP sharding and one allocation family. Symmetric in its members.
+    """Whether the layers may share one group, each keeping its own spec (PLAN-TYPE-1): one
+    block size, one DCP sharding, one block manager, equal ALLOCATION values. Symmetric.
 
     post: __return__ == (len(specs_by_layer) <= 1 or __return__)
     """
     specs = list(specs_by_layer.values())
-    if len(specs) <= 1:
-        return True
-    first = family_of(specs[0])
-    return (first is not None
-            and len({s.block_size for s in specs}) == 1
-            and len({s.dcp_sharded for s in specs}) == 1
-            and all(family_of(s) == first for s in specs))
+    return all(type_mismatch(specs[0], s) is None for s in specs[1:]) and (
+        len(specs) <= 1 or all(type_mismatch(s, specs[0]) is None for s in specs[1:]))
 
 
 # -- groups ---------------------------------------------------------------------------------
@@ -161,20 +179,34 @@ def _at_block_size(promoted: KVCacheSpec, original: KVCacheSpec, block_size: int
     return dataclasses.replace(promoted, **changes)
 
 
+def sharding_parts(table: Mapping[str, KVCacheSpec]) -> list[dict[str, KVCacheSpec]]:
+    """The layers by DCP sharding: replicated attention layers (not DCP-sharded), and the
+    others (PLAN-HYBRID-1), in table order."""
+    parts: dict[bool, dict[str, KVCacheSpec]] = {}
+    for name, spec in table.items():
+        parts.setdefault(isinstance(spec, AttentionSpec) and not spec.dcp_sharded, {})[name] = spec
+    return list(parts.values())
+
+
 def unify_hybrid(table: Mapping[str, KVCacheSpec]) -> dict[str, KVCacheSpec]:
-    """PLAN-HYBRID-1 per sharding: replicated attention layers (not DCP-sharded) and the
-    others are promoted apart, as the hybrid-disabled planner does.
+    """PLAN-HYBRID-1 per sharding: replicated attention layers and the others are promoted
+    apart, as the hybrid-disabled planner does.
 
     raises: GroupingError
     post: sorted(__return__) == sorted(table)
     """
-    parts: dict[bool, dict[str, KVCacheSpec]] = {}
-    for name, spec in table.items():
-        parts.setdefault(isinstance(spec, AttentionSpec) and not spec.dcp_sharded, {})[name] = spec
     out = dict(table)
-    for part in parts.values():
+    for part in sharding_parts(table):
         out.update(promote_local(part))
     return out
+
+
+def _one_group(part: Mapping[str, KVCacheSpec]) -> PlanGroup:
+    if is_uniform(part):
+        return _merged(list(part), list(part.values()))
+    if is_uniform_type(part):
+        return _per_member(part)
+    raise GroupingError("the layers of one sharding do not form one group (PLAN-HYBRID-1)")
 
 
 def _buckets(table: Mapping[str, KVCacheSpec]) -> list[tuple[list[str], list[KVCacheSpec]]]:
@@ -264,8 +296,8 @@ def _scaled(group: PlanGroup, scale: int) -> PlanGroup:
 def plan_groups(table: Mapping[str, KVCacheSpec], *, hybrid: bool = True) -> list[PlanGroup]:
     """Arrange the layers into KV-cache groups (chapters GROUP and PLAN).
 
-    In order: with ``hybrid=False`` the local layers are promoted first (PLAN-HYBRID-1);
-    no layers: no groups; layers that all merge: one merged group (GROUP-SHARE-1); layers
+    In order: no layers: no groups; with ``hybrid=False`` the local layers are promoted
+    and each DCP sharding is one group (PLAN-HYBRID-1); layers that all merge: one merged group (GROUP-SHARE-1); layers
     of one type: one per-member group (PLAN-TYPE-1); otherwise hidden-state layers are set
     apart (PLAN-HIDDEN-1), the others' pages unified (GROUP-PAGE-1), falling back to full
     allocation where they cannot be (GROUP-MERGED-1), bucketed by merge and split into
@@ -274,10 +306,14 @@ def plan_groups(table: Mapping[str, KVCacheSpec], *, hybrid: bool = True) -> lis
     raises: GroupingError
     post: sorted(n for g in __return__ for n in g.layer_names) == sorted(table)
     """
-    if not hybrid:
-        table = unify_hybrid(table)
     if not table:
         return []
+    if not hybrid:
+        unified = unify_hybrid(table)
+        if is_uniform(unified) or is_uniform_type(unified):
+            table = unified
+        else:  # one group per sharding, on one page size (GROUP-PAGE-1)
+            return [_one_group(part) for part in sharding_parts(unify_page_sizes(unified))]
     if is_uniform(table):
         return [_merged(list(table), list(table.values()))]
     if is_uniform_type(table):

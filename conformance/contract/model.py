@@ -128,7 +128,7 @@ def no_requirement(_engine: Engine) -> str | None:
 
 
 ENGINE_OPERATIONS: tuple[str, ...] = ("to_engine", "from_engine", "merge", "is_uniform", "group_layers",
-                                      "page_size", "route", "router", "introspect")
+                                      "plan_layers", "page_size", "route", "router", "introspect")
 """The engine operations a law's oracle may call (what a mutant may override);
 ``introspect`` is reading the engine's classes (ROLE-COVER-1)."""
 

@@ -24,7 +24,7 @@ from kvcontract.conformance.contract.model import Example, Law
 from kvcontract.conformance.engines.protocol import Engine, ModelTables
 from kvcontract.reference import KVCacheSpec
 
-TABLE_SHAPES = frozenset({"table"})
+TABLE_SHAPES = frozenset({"table", "plan-table"})
 UNIFORM_TABLE_SHAPES = frozenset({"uniform-table"})
 ONE_SPEC_SHAPES = frozenset({"one-spec"})
 GROUP_SHAPES = frozenset({"compatible", "advisory"})

@@ -12,8 +12,8 @@ lines. On the engine, a snippet ends in a line ``VIOLATION of <CLAUSE>: ...``
 
 The snippet's vocabulary: ``specs`` (the example's specs), ``table`` (layer name ->
 spec), ``request`` (a routing request); ``_merge(specs)``, ``_uniform(table)``,
-``_groups(table)``, ``_group_pairs(groups)`` (``[(layer_names, spec), ...]``) and
-``ROUTE(request)`` call the engine. The engine calls an expectation names are
+``_groups(table)``, ``_group_pairs(groups)`` (``[(layer_names, spec), ...]``),
+``_plan(table, memory, hybrid)``, ``_plan_view(plan)`` and ``ROUTE(request)`` call the engine. The engine calls an expectation names are
 :class:`Call` records (:class:`MergeOf`, :class:`UniformOf`, :class:`GroupsOf`,
 :class:`RouteOf`); a value it reads is a :data:`Subject`.
 """
@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kvcontract.conformance.engines.protocol import Engine, RoutingEngine
+from kvcontract.conformance.engines.protocol import Engine, Planning, RoutingEngine
 from kvcontract.reference import KVCacheSpec, RoutingRequest
 
 if TYPE_CHECKING:
@@ -215,11 +215,14 @@ def _spec_setup(engine: Engine, ex: Example, uses_table: bool) -> list[str]:
         if not ex.table and ex.specs:
             lines += [f"    'layers.{i}': specs[{i}]," for i in range(len(ex.specs))]
         lines.append("}")
-    return [*lines,
-            f"def _merge(specs): return {engine.render_merge('specs')}",
-            f"def _uniform(table): return {engine.render_is_uniform('table')}",
-            f"def _groups(table): return {engine.render_group_layers('table')}",
-            f"def _group_pairs(groups): return {engine.render_group_pairs('groups')}"]
+    lines += [f"def _merge(specs): return {engine.render_merge('specs')}",
+              f"def _uniform(table): return {engine.render_is_uniform('table')}",
+              f"def _groups(table): return {engine.render_group_layers('table')}",
+              f"def _group_pairs(groups): return {engine.render_group_pairs('groups')}"]
+    if isinstance(engine, Planning):
+        lines += [f"def _plan(table, memory, hybrid): return {engine.render_plan('table', 'memory', 'hybrid')}",
+                  f"def _plan_view(plan): return {engine.render_plan_view('plan')}"]
+    return lines
 
 
 def render_snippet(engine: Engine, law_: Law, ex: Example, violation: Violation, optimized: bool) -> str:

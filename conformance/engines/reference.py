@@ -84,9 +84,9 @@ class ReferenceEngine:
         return f"plan({table_expr}, {memory_expr}, hybrid={hybrid_expr})"
 
     def render_plan_view(self, plan_expr: str) -> str:
-        return (f"({plan_expr}.num_blocks, [(t.layer_names, t.size_bytes, t.offset, t.layer_stride, "
-                f"t.block_stride) for t in {plan_expr}.tensors], [(g.layer_names, g.spec if g.spec is not None "
-                f"else dict(g.layer_specs)) for g in {plan_expr}.groups])")
+        return (f"({plan_expr}.num_blocks, [(t.layer_names, t.size_bytes, t.offset, t.layer_stride, t.block_stride) "
+                f"for t in {plan_expr}.tensors], [(g.layer_names, g.spec if g.spec is not None else "
+                f"__import__('types').SimpleNamespace(kv_cache_specs=dict(g.layer_specs))) for g in {plan_expr}.groups])")
 
     # -- routing (RoutingEngine) -----------------------------------------------------
     def router(self) -> Router | None:

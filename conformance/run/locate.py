@@ -31,6 +31,7 @@ from typing import Any
 
 from kvcontract.conformance.contract.laws import DERIVED, law
 from kvcontract.conformance.contract.laws.group import forget_groupings
+from kvcontract.conformance.contract.laws.plan import forget_plans
 from kvcontract.conformance.contract.model import Violation
 from kvcontract.conformance.engines.protocol import Engine, Locatable
 from kvcontract.conformance.run.worker import Emit
@@ -213,6 +214,7 @@ def _trace(engine: Engine, roots: Sequence[str], clause: str, witness: Any) -> T
     tracer = Tracer(roots)
     violation: Violation | None = None
     forget_groupings()
+    forget_plans()
     with tracer:
         try:
             law_.check(engine, copy.deepcopy(example))
@@ -249,8 +251,8 @@ def locate(engine: Engine, roots: Sequence[str], item: Mapping[str, Any],
         if asserts:
             return _answer(_prefer(asserts, kinds), "assert-only",
                            "the assert that fires on this witness without -O")
-    if outcome.startswith("raised-") or outcome == "message-omits":
-        wanted = outcome.removeprefix("raised-")
+    if "raised-" in outcome or outcome == "message-omits":
+        wanted = outcome.split("raised-", 1)[-1]
         cause = violation.__cause__ if violation is not None else None
         origins = [f for exc, f in tracer.raised if exc is cause] or \
                   [f for exc, f in tracer.raised if type(exc).__name__ == wanted] or [f for _, f in tracer.raised]

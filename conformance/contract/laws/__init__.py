@@ -2,7 +2,7 @@
 derived from the laws' records.
 
 Each chapter's laws live in a module of this package (:mod:`.role`, :mod:`.merge`,
-:mod:`.error`, :mod:`.uniform`, :mod:`.group`, :mod:`.dispatch`; what their oracles
+:mod:`.error`, :mod:`.uniform`, :mod:`.group`, :mod:`.plan`, :mod:`.dispatch`; what their oracles
 share is :mod:`.common`, their input shapes :mod:`kvcontract.conformance.contract.shapes`);
 this module composes them. A new chapter's laws are added to :data:`LAWS` here,
 nowhere else. Every table the rest of the kit needs about clauses (the clauses each
@@ -19,11 +19,12 @@ from kvcontract.conformance.contract.laws.dispatch import DISPATCH_LAWS
 from kvcontract.conformance.contract.laws.error import ERROR_LAWS
 from kvcontract.conformance.contract.laws.group import GROUP_LAWS
 from kvcontract.conformance.contract.laws.merge import MERGE_LAWS
+from kvcontract.conformance.contract.laws.plan import PLAN_LAWS
 from kvcontract.conformance.contract.laws.role import ROLE_LAWS
 from kvcontract.conformance.contract.laws.uniform import UNIFORM_LAWS
 from kvcontract.conformance.contract.model import ENGINE_OPERATIONS, SEARCH_OPERATIONS, Law
 
-LAWS: tuple[Law, ...] = (*ROLE_LAWS, *MERGE_LAWS, *ERROR_LAWS, *UNIFORM_LAWS, *GROUP_LAWS, *DISPATCH_LAWS)
+LAWS: tuple[Law, ...] = (*ROLE_LAWS, *MERGE_LAWS, *ERROR_LAWS, *UNIFORM_LAWS, *GROUP_LAWS, *PLAN_LAWS, *DISPATCH_LAWS)
 """Every law, in SPEC.md order."""
 
 DERIVED: dict[str, tuple[str, ...]] = {

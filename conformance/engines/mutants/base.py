@@ -55,6 +55,15 @@ class Mutant(ReferenceEngine):
     def render_page_size(self, obj_expr: str) -> str:
         return f"_mutant.page_size({obj_expr})"
 
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str:
+        return f"_mutant.plan_layers({table_expr}, {memory_expr}, hybrid={hybrid_expr})"
+
+    def render_plan_view(self, plan_expr: str) -> str:
+        return (f"({plan_expr}.num_blocks, [(t.layer_names, t.size_bytes, t.offset, t.layer_stride, t.block_stride) "
+                f"for t in {plan_expr}.tensors], [(g.layer_names, g.spec if g.spec is not None else "
+                f"__import__('types').SimpleNamespace(kv_cache_specs=dict(g.member_specs or {{}}))) "
+                f"for g in {plan_expr}.groups])")
+
     # -- routing: a mutant's router is its ``route`` (the reference's unless overridden)
     def route(self, request: RoutingRequest) -> Routing:
         return reference.route(request)

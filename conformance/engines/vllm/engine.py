@@ -153,10 +153,27 @@ class VllmEngine(VllmPlanning, VllmProducible):
         except TablesNotFound:
             return []
 
+    PLAN_DECIDERS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "per-member": ("is_uniform_with_collection", "is_uniform_type"),
+        "hybrid-off": ("_promote_local_kv_cache_specs", "unify_hybrid_kv_cache_specs", "get_kv_cache_groups"),
+        "hidden-state": ("get_kv_cache_groups",),
+    }
+    """Chapter PLAN's wrong answers, by the outcome's first words: the planning function that
+    decides them; every other plan outcome (blocks, tensors) is decided by the sizing."""
+    SIZING_OUTCOMES: ClassVar[tuple[str, ...]] = ("over-budget", "tensor-", "layer-not-", "budget-unused")
+
     def deciders(self, outcome: str) -> tuple[str, ...]:
         """vLLM's merge decides agreement and the merged value; the grouping's per-member
-        rule (``is_uniform_with_collection``) decides which disagreeing layers share a group."""
-        return ("is_uniform_with_collection", "merge") if outcome == "mixed-allocation" else ("merge",)
+        rule (``is_uniform_with_collection``) decides which disagreeing layers share a group;
+        planning's outcomes are decided where :attr:`PLAN_DECIDERS` says."""
+        if outcome == "mixed-allocation":
+            return ("is_uniform_with_collection", "merge")
+        for prefix, names in self.PLAN_DECIDERS.items():
+            if outcome.startswith(prefix):
+                return names
+        if outcome.startswith(self.SIZING_OUTCOMES):
+            return ("get_kv_cache_config_from_groups",)
+        return ("merge",)
 
     @functools.cached_property
     def distribution(self) -> str | None:

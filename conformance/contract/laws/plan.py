@@ -1,0 +1,334 @@
+"""The laws of chapter PLAN: the engine's planner (groups, blocks and tensors of a layer
+table within a memory budget) against the reference's plan
+(:func:`kvcontract.reference.plan`) and the chapter's invariants.
+
+The planner is asked once per (table, hybrid) in this interpreter; every clause judges
+that one answer. The memory budget is the kit's, a function of the table: seven of the
+reference's blocks and 13 bytes more (a budget that is not a multiple of a block), at
+least 1 MiB; where the reference cannot plan the table, 1 GiB and 13 bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from kvcontract import reference
+from kvcontract.conformance.contract import strategies as strat
+from kvcontract.conformance.contract import systematic as sysm
+from kvcontract.conformance.contract.expectations import (
+    HiddenStateGroup,
+    HybridPlan,
+    PlanBacked,
+    PlanRaised,
+    PlanTensors,
+    PlanUsed,
+    TypeOfMembers,
+)
+from kvcontract.conformance.contract.laws.common import describe, to_engine
+from kvcontract.conformance.contract.model import (
+    Example,
+    KitFailure,
+    Law,
+    Shape,
+    Violation,
+    signature,
+)
+from kvcontract.conformance.engines.protocol import Engine, EnginePlan, Planning
+from kvcontract.reference import GroupingError, KVCacheSpec
+from kvcontract.reference.planning import type_mismatch
+
+# -- the shape: layer tables as grouping draws them, hidden-state layers included ----------------
+
+_PLAN_EXCLUDED = frozenset(strat.UNGROUPED_KINDS) - {"HiddenStateCacheSpec"}
+
+
+def plan_domain(domain: strat.Domain) -> strat.Domain:
+    """``domain`` with the kinds planning tables hold: grouping's, plus hidden-state layers."""
+    return dataclasses.replace(domain, kinds=tuple(k for k in domain.kinds if k.__name__ not in _PLAN_EXCLUDED))
+
+
+def _plan_table(domain: strat.Domain) -> Any:
+    return strat.layer_tables(domain=plan_domain(domain)).map(lambda t: Example(table=tuple(t.items())))
+
+
+def _sys_plan_table(domain: strat.Domain) -> Iterator[Example]:
+    seen: set[str] = set()
+    for table in sysm.tables(plan_domain(domain)):
+        key = repr(table)
+        if key not in seen:
+            seen.add(key)
+            yield Example(table=tuple(table.items()))
+    for table in sysm.grouping_tables(strat.grouping_domain(domain)):
+        key = repr(table)
+        if key not in seen:
+            seen.add(key)
+            yield Example(table=tuple(table.items()))
+
+
+PLAN_TABLE = Shape("plan-table", _plan_table, _sys_plan_table)
+
+
+def budget_of(table: Mapping[str, KVCacheSpec]) -> int:
+    """The kit's memory budget for ``table`` (see the module's docstring)."""
+    try:
+        per_block = reference.planning.bytes_per_block(reference.plan_groups(dict(table)))
+    except GroupingError:
+        return (1 << 30) + 13
+    return max(per_block * 7, 1 << 20) + 13
+
+
+# -- the engine's plan, asked once per table and mode ---------------------------------------
+
+_PLANS: dict[tuple[str, bool], tuple[Engine, EnginePlan | BaseException]] = {}
+_PLANS_KEPT = 4096
+
+
+def _plan(engine: Engine, ex: Example, hybrid: bool = True) -> EnginePlan | BaseException:
+    key = (repr(ex.table), hybrid)
+    cached = _PLANS.get(key)
+    if cached is not None and cached[0] is engine:
+        return cached[1]
+    objs = {n: to_engine(engine, s) for n, s in ex.table}
+    try:
+        answer: EnginePlan | BaseException = engine.plan_layers(objs, budget_of(dict(ex.table)),  # type: ignore[attr-defined]
+                                                                 hybrid=hybrid)
+    except KitFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the engine's refusal, judged by the laws
+        answer = exc
+    if len(_PLANS) >= _PLANS_KEPT:
+        _PLANS.clear()
+    _PLANS[key] = (engine, answer)
+    return answer
+
+
+def forget_plans() -> None:
+    """Drop the remembered plans (a finding is located while the engine runs again)."""
+    _PLANS.clear()
+
+
+def _reference_plans(ex: Example, hybrid: bool = True) -> bool:
+    try:
+        reference.plan(dict(ex.table), budget_of(dict(ex.table)), hybrid=hybrid)
+    except GroupingError:
+        return False
+    return True
+
+
+def _judged(engine: Engine, ex: Example) -> EnginePlan | None:
+    """The engine's plan with the hybrid manager on; None when it refused (PLAN-SIZE-1 judges that)."""
+    answer = _plan(engine, ex)
+    return None if isinstance(answer, BaseException) else answer
+
+
+def _layer_specs(plan: EnginePlan) -> dict[str, KVCacheSpec]:
+    """The spec each layer is allocated with: its group's, or its own in a per-member group."""
+    out: dict[str, KVCacheSpec] = {}
+    for g in plan.groups:
+        for n in g.layer_names:
+            spec = (g.member_specs or {}).get(n, g.spec)
+            if spec is not None:
+                out[n] = spec
+    return out
+
+
+def _kinds(table: Mapping[str, KVCacheSpec], names: Any) -> list[str]:
+    return [type(table[n]).__name__ for n in names if n in table]
+
+
+# -- PLAN-TYPE-1 ------------------------------------------------------------------------------
+
+
+def check_type(engine: Engine, ex: Example) -> None:
+    plan = _judged(engine, ex)
+    if plan is None:
+        return
+    table = dict(ex.table)
+    for g in plan.groups:
+        if g.spec is not None or not g.member_specs:
+            continue
+        names = list(g.member_specs)
+        first = g.member_specs[names[0]]
+        for n in names[1:]:
+            what = type_mismatch(first, g.member_specs[n]) or type_mismatch(g.member_specs[n], first)
+            if what is not None:
+                pair = (names[0], n)
+                raise Violation(f"per-member group {list(g.layer_names)} holds {pair[0]} and {n}, which differ "
+                                f"in {what}", TypeOfMembers(budget_of(table), pair),
+                                signature("per-member-mixed-type", _kinds(table, pair), [what]))
+
+
+# -- PLAN-HIDDEN-1 ----------------------------------------------------------------------------
+
+
+def _hidden(spec: KVCacheSpec | None) -> bool:
+    return isinstance(spec, reference.HiddenStateCacheSpec)
+
+
+def check_hidden(engine: Engine, ex: Example) -> None:
+    plan = _judged(engine, ex)
+    if plan is None or len(plan.groups) < 2:
+        return
+    table = dict(ex.table)
+    for name, spec in table.items():
+        if not _hidden(spec):
+            continue
+        group = next((g for g in plan.groups if name in g.layer_names), None)
+        if group is None:
+            continue  # a missing layer is PLAN-TENSOR-1's finding
+        others = [n for n in group.layer_names if not _hidden(table.get(n))]
+        if group.spec is None or not _hidden(group.spec) or others:
+            form = "per-member" if group.spec is None else type(group.spec).__name__
+            raise Violation(f"hidden-state layer {name} is in a group ({form}) with {others or 'no other layer'} "
+                            f"among {len(plan.groups)} groups", HiddenStateGroup(budget_of(table), name),
+                            signature("hidden-state-not-alone", _kinds(table, group.layer_names)))
+
+
+# -- PLAN-HYBRID-1 ----------------------------------------------------------------------------
+
+_LOCAL = (reference.SlidingWindowSpec, reference.ChunkedLocalAttentionSpec)
+
+
+def _parts(table: Mapping[str, KVCacheSpec]) -> int:
+    return len({isinstance(s, reference.AttentionSpec) and not s.dcp_sharded for s in table.values()})
+
+
+def check_hybrid(engine: Engine, ex: Example) -> None:
+    table = dict(ex.table)
+    if not table:
+        return
+    answer = _plan(engine, ex, hybrid=False)
+    memory = budget_of(table)
+    kinds = ex.kinds()
+    if not _reference_plans(ex, hybrid=False):
+        if not isinstance(answer, BaseException) and len(answer.groups) > _parts(table):
+            raise Violation(f"with the hybrid manager off, planning answered {len(answer.groups)} groups for layers "
+                            "that cannot form one", HybridPlan(memory, _parts(table), refuse=True),
+                            signature("hybrid-off-not-one-group", kinds))
+        return
+    if isinstance(answer, BaseException):
+        raise Violation(f"with the hybrid manager off, planning raised {describe(answer)}",
+                        PlanRaised(memory, hybrid=False),
+                        signature(f"hybrid-off-raised-{type(answer).__name__}", kinds)) from answer
+    if len(answer.groups) > _parts(table):
+        raise Violation(f"with the hybrid manager off, planning made {len(answer.groups)} groups "
+                        f"(at most {_parts(table)})", HybridPlan(memory, _parts(table)),
+                        signature("hybrid-off-not-one-group", kinds))
+    has_full = any(isinstance(s, reference.FullAttentionSpec) for s in table.values())
+    kept = sorted(n for n, s in _layer_specs(answer).items() if isinstance(s, _LOCAL) and has_full)
+    if kept:
+        raise Violation(f"with the hybrid manager off, {kept} keep local-attention allocation beside full "
+                        "attention", HybridPlan(memory, _parts(table)),
+                        signature("hybrid-off-local-kept", _kinds(table, kept)))
+
+
+# -- PLAN-SIZE-1, PLAN-SIZE-2 ---------------------------------------------------------------
+
+
+def check_size(engine: Engine, ex: Example) -> None:
+    table = dict(ex.table)
+    answer = _plan(engine, ex)
+    memory = budget_of(table)
+    if isinstance(answer, BaseException):
+        if _reference_plans(ex) and ex.table:
+            raise Violation(f"planning raised {describe(answer)}", PlanRaised(memory),
+                            signature(f"plan-raised-{type(answer).__name__}", ex.kinds())) from answer
+        return
+    sizes = sorted({t.size_bytes for t in answer.tensors})
+    if len(sizes) > 1:
+        raise Violation(f"the tensors have sizes {sizes}: not one backing allocation", PlanBacked(memory),
+                        signature("tensor-sizes-differ", ex.kinds()))
+    if sizes and sizes[0] > memory:
+        raise Violation(f"the backing allocation of {sizes[0]} bytes exceeds the budget of {memory}",
+                        PlanBacked(memory), signature("over-budget", ex.kinds()))
+    specs = _layer_specs(answer)
+    for t in answer.tensors:
+        if None in (t.offset, t.layer_stride, t.block_stride) or answer.num_blocks == 0 or not t.layer_names:
+            continue
+        page = max(engine.page_size(to_engine(engine, specs[n])) for n in t.layer_names if n in specs)
+        end = (t.offset or 0) + (len(t.layer_names) - 1) * (t.layer_stride or 0) \
+            + (answer.num_blocks - 1) * (t.block_stride or 0) + page
+        if end > t.size_bytes:
+            raise Violation(f"layers {list(t.layer_names)} need bytes up to {end} for {answer.num_blocks} blocks; "
+                            f"the tensor has {t.size_bytes}", PlanBacked(memory),
+                            signature("layer-not-backed", _kinds(table, t.layer_names)))
+
+
+def check_used(engine: Engine, ex: Example) -> None:
+    plan = _judged(engine, ex)
+    if plan is None or not plan.tensors:
+        return
+    memory = budget_of(dict(ex.table))
+    size = max(t.size_bytes for t in plan.tensors)
+    if plan.num_blocks == 0:
+        per_block = reference.planning.bytes_per_block(reference.plan_groups(dict(ex.table))) \
+            if _reference_plans(ex) else 0
+        if 0 < per_block <= memory:
+            raise Violation(f"no block planned; the budget of {memory} bytes buys {memory // per_block}",
+                            PlanUsed(memory), signature("budget-unused", ex.kinds()))
+        return
+    per_block = size // plan.num_blocks
+    if memory - size >= per_block:
+        raise Violation(f"{plan.num_blocks} blocks of {per_block} bytes leave {memory - size} of {memory} "
+                        "bytes unused", PlanUsed(memory), signature("budget-unused", ex.kinds()))
+
+
+# -- PLAN-TENSOR-1 ----------------------------------------------------------------------------
+
+
+def check_tensors(engine: Engine, ex: Example) -> None:
+    plan = _judged(engine, ex)
+    if plan is None:
+        return
+    table = dict(ex.table)
+    memory = budget_of(table)
+    held: dict[str, int] = {n: 0 for n in table}
+    for t in plan.tensors:
+        for n in t.layer_names:
+            held[n] = held.get(n, 0) + 1
+    wrong = sorted(n for n, count in held.items() if count != 1)
+    if wrong:
+        raise Violation(f"layers {wrong} are held by {[held[n] for n in wrong]} tensors", PlanTensors(memory),
+                        signature("layer-not-in-one-tensor", _kinds(table, wrong)))
+    group_of = {n: i for i, g in enumerate(plan.groups) for n in g.layer_names}
+    specs = _layer_specs(plan)
+    for t in plan.tensors:
+        groups = {group_of.get(n) for n in t.layer_names}
+        pages = {engine.page_size(to_engine(engine, specs[n])) for n in t.layer_names if n in specs}
+        if len(groups) > 1 or len(pages) > 1:
+            what = "groups" if len(groups) > 1 else "pages"
+            raise Violation(f"tensor of {list(t.layer_names)} spans {len(groups)} groups and pages {sorted(pages)}",
+                            PlanTensors(memory), signature(f"tensor-mixes-{what}", _kinds(table, t.layer_names)))
+
+
+# -- requirements and the laws ---------------------------------------------------------------
+
+
+def _needs_planning(engine: Engine) -> str | None:
+    """PLAN-*: the adapter drives the engine's planner (else skip with its reason)."""
+    if not isinstance(engine, Planning):
+        return f"the {engine.name} adapter does not drive its engine's planner (no plan_layers)"
+    return engine.planning_unavailable()
+
+
+PLAN_OPS = frozenset({"to_engine", "from_engine", "plan_layers", "page_size"})
+_NOT_SEARCHED = ("the symbolic search builds merges, tables for grouping and routing requests; plans are "
+                 "judged by the property check on the systematic and real model tables")
+
+
+def _plan_law(clause: str, check: Callable[[Engine, Example], None]) -> Law:
+    return Law(clause, PLAN_TABLE, check, _needs_planning, operations=PLAN_OPS, not_searched=_NOT_SEARCHED)
+
+
+PLAN_LAWS: tuple[Law, ...] = (
+    _plan_law("PLAN-TYPE-1", check_type),
+    _plan_law("PLAN-HIDDEN-1", check_hidden),
+    _plan_law("PLAN-HYBRID-1", check_hybrid),
+    _plan_law("PLAN-SIZE-1", check_size),
+    _plan_law("PLAN-SIZE-2", check_used),
+    _plan_law("PLAN-TENSOR-1", check_tensors),
+)
+"""The laws of chapter PLAN, in SPEC.md order."""
+
