@@ -35,6 +35,7 @@ VERB_MODULES: tuple[str, ...] = (
     "kvcontract.conformance.cli.engines",
     "kvcontract.conformance.cli.diff",
     "kvcontract.conformance.cli.coverage",
+    "kvcontract.conformance.cli.plan",
     "kvcontract.conformance.cli.symbolic",
     "kvcontract.conformance.cli.mutants",
     "kvcontract.kernels.cli",
@@ -49,7 +50,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvcontract", description=(
         "kvcontract: the KV-cache spec merge contract of LLM serving engines. Check an engine "
-        "against it (check), list engines (engines), see its surface (coverage), search it "
+        "against it (check), list engines (engines), see its surface (coverage), plan a model's KV cache "
+        "(plan), search it "
         "symbolically (symbolic), measure the suite's power (mutants) and check attention kernels "
         "against the ground truth (kernels). Exit 0: nothing failed, 1: something failed, "
         "2: usage error, 130 / 143: stopped by SIGINT / SIGTERM (check and symbolic keep a partial report)."))

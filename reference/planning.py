@@ -421,3 +421,43 @@ def plan(table: Mapping[str, KVCacheSpec], memory_bytes: int, *, hybrid: bool = 
     post: sorted(n for t in __return__.tensors for n in t.layer_names) == sorted(table)
     """
     return size_plan(plan_groups(table, hybrid=hybrid), memory_bytes)
+
+
+# -- capacity: what one request holds (informative; chapter PLAN's introduction) ------------
+
+
+def blocks_per_request(spec: KVCacheSpec, max_model_len: int, in_flight_tokens: int) -> int:
+    """Blocks one request of ``max_model_len`` tokens holds at most in a layer of ``spec``, with
+    ``in_flight_tokens`` scheduled but not yet computed: a full-attention layer every token's
+    block; a sliding window its window, the tokens kept below it and those in flight, plus one
+    block for a window that starts mid-block; a chunked-local layer one chunk and those in
+    flight; a state (Mamba, circular buffer) its state blocks; an encoder-only layer none
+    (vLLM 0.34.0's ``max_memory_usage_bytes`` of each kind, one DCP rank)."""
+    def blocks(tokens: int) -> int:
+        return -(-tokens // spec.block_size)
+
+    if isinstance(spec, SlidingWindowSpec):
+        held = spec.sliding_window - 1 + spec.extra_retained_tokens + in_flight_tokens
+        return blocks(min(held, max_model_len)) + 1
+    if isinstance(spec, ChunkedLocalAttentionSpec):
+        return blocks(min(spec.attention_chunk_size + in_flight_tokens, max_model_len))
+    if isinstance(spec, CircularBufferSpec):
+        return 1
+    if isinstance(spec, MambaSpec):
+        if spec.mamba_cache_mode == "align":
+            return 2 + spec.num_speculative_blocks + spec.num_prefill_checkpoint_blocks
+        return 1 + spec.num_speculative_blocks
+    if isinstance(spec, HiSparseHotSpec):
+        return spec.blocks_per_request
+    if isinstance(spec, HiSparseResidentSpec):
+        return blocks(min(in_flight_tokens, max_model_len))
+    if isinstance(spec, AttentionSpec) and type(spec).__name__ == "EncoderOnlyAttentionSpec":
+        return 0
+    return blocks(max_model_len)
+
+
+def request_blocks(groups: Sequence[PlanGroup], max_model_len: int, in_flight_tokens: int) -> list[int]:
+    """Per group, the blocks one request holds at most: the most any of its layers needs
+    (every layer of a group shares its block IDs)."""
+    return [max(blocks_per_request(s, max_model_len, in_flight_tokens) for _, s in g.layer_specs)
+            for g in groups]

@@ -423,14 +423,19 @@ class PlanBacked(_Planned):
 
 @dataclasses.dataclass(frozen=True)
 class PlanUsed(_Planned):
-    """Less than one block's bytes of the budget left unused."""
+    """Less than one block's bytes of the budget left unused by what the tensors address."""
 
     def body(self, ctx: Context) -> list[str]:
-        return ["size = max((t[1] for t in tensors), default=0)",
-                "if tensors and num_blocks:", "    per_block = size // num_blocks",
-                f"    if {self.memory!r} - size >= per_block:",
-                "        " + ctx.fail(f"f'{{num_blocks}} blocks of {{per_block}} bytes leave {{{self.memory!r} - size}} "
-                                     f"of {self.memory} bytes unused'"),
+        return ["ends = [0]", "for names, size, offset, layer_stride, block_stride in tensors:",
+                "    if None in (offset, layer_stride, block_stride) or not names or not num_blocks:",
+                "        ends.append(size if num_blocks else 0)", "        continue",
+                f"    page = max({ctx.page('_layer_spec(n)')} for n in names)",
+                "    ends.append(offset + (len(names) - 1) * layer_stride + (num_blocks - 1) * block_stride + page)",
+                "used = max(ends)",
+                "if tensors and num_blocks:", "    per_block = used // num_blocks",
+                f"    if {self.memory!r} - used >= per_block:",
+                "        " + ctx.fail(f"f'{{num_blocks}} blocks of {{per_block}} bytes address {{used}} bytes, "
+                                     f"leaving {{{self.memory!r} - used}} of {self.memory} unused'"),
                 "elif tensors:", "    " + ctx.fail(f"'no block planned within {self.memory} bytes'")]
 
 

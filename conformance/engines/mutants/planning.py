@@ -1,0 +1,140 @@
+"""Mutants of planning (``plan_layers``): one per PLAN clause."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from kvcontract import reference
+from kvcontract.conformance.engines.mutants.base import Mutant, _register
+from kvcontract.conformance.engines.protocol import EnginePlan, EngineTensor
+from kvcontract.conformance.engines.reference import plan_of
+from kvcontract.reference import KVCacheSpec, planning
+
+
+def _per_member(table: Mapping[str, KVCacheSpec]) -> planning.PlanGroup:
+    return planning.PlanGroup(tuple(table), None, tuple(table.items()))
+
+
+@_register
+class TypeByBase(Mutant):
+    """PLAN-TYPE-1: the per-member type test asks only whether every layer is some full attention."""
+
+    key = "type-by-base"
+    description = ("the per-member type test accepts every kind derived from full attention (R-SWA, "
+                   "static-sink beside plain full attention), so one member's block manager serves all")
+    imitates = "vLLM 0.34.0's registry-base type test (UniformTypeKVCacheSpecs.is_uniform_type)"
+    expected_clauses = ("PLAN-TYPE-1",)
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True) -> EnginePlan:
+        table = dict(objs_by_layer)
+        specs = list(table.values())
+        if (len(specs) > 1 and not reference.is_uniform(table)
+                and all(isinstance(s, reference.FullAttentionSpec) for s in specs)
+                and len({s.block_size for s in specs}) == 1 and len({s.dcp_sharded for s in specs}) == 1):
+            return plan_of(planning.size_plan([_per_member(table)], memory_bytes))
+        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+
+
+@_register
+class HiddenStateAbsorbed(Mutant):
+    """PLAN-HIDDEN-1: hidden-state layers join the first group's members instead of a group of their own."""
+
+    key = "hidden-state-absorbed"
+    description = ("hidden-state layers are added to the first group as per-member specs, so with several "
+                   "groups none is a hidden-state group")
+    imitates = ""
+    expected_clauses = ("PLAN-HIDDEN-1",)
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True) -> EnginePlan:
+        table = dict(objs_by_layer)
+        hidden = {n: s for n, s in table.items() if isinstance(s, reference.HiddenStateCacheSpec)}
+        rest = {n: s for n, s in table.items() if n not in hidden}
+        if not hidden or not rest:
+            return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+        groups = planning.plan_groups(rest, hybrid=hybrid)
+        if len(groups) < 2:
+            return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+        first = groups[0]
+        widened = planning.PlanGroup((*first.layer_names, *hidden), None, (*first.layer_specs, *hidden.items()))
+        return plan_of(planning.size_plan([widened, *groups[1:]], memory_bytes))
+
+
+@_register
+class HybridFlagIgnored(Mutant):
+    """PLAN-HYBRID-1: the planner ignores that the hybrid manager is off."""
+
+    key = "hybrid-flag-ignored"
+    description = "planning with the hybrid manager off plans as with it on: local layers keep their own groups"
+    imitates = ""
+    expected_clauses = ("PLAN-HYBRID-1",)
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True) -> EnginePlan:
+        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=True)
+
+
+@_register
+class BlocksRoundedUp(Mutant):
+    """PLAN-SIZE-1: the block count is the budget divided by a block's bytes, rounded up."""
+
+    key = "blocks-rounded-up"
+    description = "num_blocks = ceil(budget / bytes per block): the last block lies past the budget"
+    imitates = ""
+    expected_clauses = ("PLAN-SIZE-1",)
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True) -> EnginePlan:
+        planned = reference.plan(dict(objs_by_layer), memory_bytes, hybrid=hybrid)
+        per_block = planned.bytes_per_block
+        if per_block == 0 or memory_bytes % per_block == 0:
+            return plan_of(planned)
+        return plan_of(planning.size_plan(planned.groups, (memory_bytes // per_block + 1) * per_block))
+
+
+@_register
+class BytesPerBlockSummed(Mutant):
+    """PLAN-SIZE-2: a block's bytes are summed over the groups, as if groups did not share block IDs."""
+
+    key = "bytes-per-block-summed"
+    description = ("bytes per block are the sum over all groups instead of the largest group, so a "
+                   "hybrid model gets a fraction of the blocks its budget buys")
+    imitates = ""
+    expected_clauses = ("PLAN-SIZE-2",)
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True) -> EnginePlan:
+        groups = planning.plan_groups(dict(objs_by_layer), hybrid=hybrid)
+        summed = sum(planning.bytes_per_block([g]) for g in groups)
+        largest = planning.bytes_per_block(groups)
+        if len(groups) < 2 or summed == largest:
+            return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+        planned = planning.size_plan(groups, memory_bytes * largest // summed)
+        tensors = tuple(dataclasses.replace(t, size_bytes=summed * planned.num_blocks) for t in planned.tensors)
+        return plan_of(dataclasses.replace(planned, tensors=tensors))
+
+
+@_register
+class TensorPerGroup(Mutant):
+    """PLAN-TENSOR-1: one tensor per group, whatever its members' page sizes."""
+
+    key = "tensor-per-group"
+    description = ("every group gets one tensor for all its layers, so a per-member group's layers of "
+                   "different page sizes are viewed with its first layer's page")
+    imitates = ""
+    expected_clauses = ("PLAN-TENSOR-1", "PLAN-SIZE-1")
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True) -> EnginePlan:
+        planned = super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+        tensors = []
+        for g in planned.groups:
+            own = [t for t in planned.tensors if set(t.layer_names) <= set(g.layer_names)]
+            if own:
+                first = own[0]
+                tensors.append(EngineTensor(tuple(g.layer_names), first.size_bytes, first.offset,
+                                            first.layer_stride, first.block_stride))
+        return dataclasses.replace(planned, tensors=tuple(tensors))
