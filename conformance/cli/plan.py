@@ -149,7 +149,7 @@ def engine_plan_here(engine_name: str, table: Mapping[str, Any], memory: int, hy
         return {"engine": f"{engine.name} {engine.version}", "error": f"{type(exc).__name__}: {exc}"}
     groups = []
     for g in planned.groups:
-        specs = dict(g.member_specs or {}) or {n: g.spec for n in g.layer_names}
+        specs: dict[str, Any] = dict(g.member_specs or {}) or {n: g.spec for n in g.layer_names}
         groups.append(_group_row(g.layer_names, specs, g.spec is not None))
     return {"engine": f"{engine.name} {engine.version}", "num_blocks": planned.num_blocks,
             "used_bytes": max((t.size_bytes for t in planned.tensors), default=0), "groups": groups,
