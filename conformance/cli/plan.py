@@ -14,6 +14,7 @@ choice are shown, not failed); 1: the reference or the engine could not plan the
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import re
@@ -98,7 +99,8 @@ def load_table(spec: str) -> tuple[str, dict[str, Any], str]:
         except LayerTableError as exc:
             raise UsageError(f"kvcontract plan: {exc}") from None
         return loaded.model or path.stem, loaded.specs_by_layer, str(path)
-    close = [n for n in tables if spec.lower() in n.lower()]
+    close = difflib.get_close_matches(spec, list(tables), n=3, cutoff=0.6) or \
+        [n for n in tables if spec.lower() in n.lower()]
     hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(tables)}"
     raise UsageError(f"kvcontract plan: {spec!r} is neither a real model table nor a file{hint}")
 

@@ -1,0 +1,141 @@
+"""Chapter PLAN's reference (``kvcontract.reference.planning``) and ``kvcontract plan``.
+
+The reference plans every real model table of the catalogue as vLLM 0.34.0 does (the
+groups its planner made are recorded in the tables' JSON, so no vLLM is needed here), and
+its plans keep the chapter's invariants at any budget."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from kvcontract import reference
+from kvcontract.cli import main
+from kvcontract.conformance.engines.vllm.tables import load_tables
+from kvcontract.reference import (
+    FullAttentionSpec,
+    KVDtype,
+    MambaSpec,
+    RSWASpec,
+    SlidingWindowMLASpec,
+    SlidingWindowSpec,
+    planning,
+)
+
+TABLES = {t.name: t for t in load_tables("0.34.0")}
+
+
+def _attn(kind: type, **kw: object) -> object:
+    args: dict[str, object] = {"block_size": 16, "num_kv_heads": 1, "head_size": 64, "dtype": KVDtype.BFLOAT16}
+    return kind(**{**args, **kw})
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_the_reference_plans_every_real_table_as_vllm_does(name):
+    table = TABLES[name]
+    recorded = table.grouping["normal"]["groups"]
+    groups = planning.plan_groups(table.specs())
+    assert sorted(sorted(g.layer_names) for g in groups) == sorted(sorted(r["layers"]) for r in recorded)
+    by_layers = {frozenset(r["layers"]): r for r in recorded}
+    for g in groups:
+        r = by_layers[frozenset(g.layer_names)]
+        assert (g.spec is None) == (r["spec"]["kind"] == "UniformTypeKVCacheSpecs"), g.describe()
+        assert g.block_size == r["spec"]["block_size"], g.describe()
+        page = g.spec.page_size_bytes if g.spec is not None else sum(s.page_size_bytes for _, s in g.layer_specs)
+        assert page == r["spec"]["page_size_bytes"], g.describe()
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+@pytest.mark.parametrize("memory", [1 << 20, (8 << 30) + 13, 80 << 30])
+def test_plans_keep_the_chapters_invariants(name, memory):
+    p = planning.plan(TABLES[name].specs(), memory)
+    assert p.used_bytes <= memory  # PLAN-SIZE-1
+    assert memory - p.used_bytes < p.bytes_per_block  # PLAN-SIZE-2
+    held = [n for t in p.tensors for n in t.layer_names]
+    assert sorted(held) == sorted(TABLES[name].specs())  # PLAN-TENSOR-1: each layer once
+    specs = {n: s for g in p.groups for n, s in g.layer_specs}
+    for t in p.tensors:
+        assert len({specs[n].page_size_bytes for n in t.layer_names}) == 1
+        assert t.size_bytes == p.used_bytes and t.end(p.num_blocks) <= t.size_bytes
+
+
+def test_the_per_member_type_is_symmetric_and_role_driven():
+    sliding = _attn(SlidingWindowSpec, sliding_window=128)
+    sliding_mla = _attn(SlidingWindowMLASpec, head_size=576, sliding_window=128)
+    replaying = _attn(SlidingWindowMLASpec, head_size=576, sliding_window=128, bounded_replay=True)
+    assert planning.is_uniform_type({"a": sliding, "b": sliding_mla})  # one manager, same window
+    for pair in ((sliding, replaying), (replaying, sliding)):  # the replay bound is read by the manager
+        assert not planning.is_uniform_type(dict(zip("ab", pair, strict=True)))
+    assert planning.type_mismatch(sliding, replaying) == "bounded_replay"
+    retaining = _attn(SlidingWindowSpec, sliding_window=128, extra_retained_tokens=4)
+    assert planning.type_mismatch(sliding, retaining) == "extra_retained_tokens"
+    plain, rswa = _attn(FullAttentionSpec), _attn(RSWASpec, rswa_window=64)
+    assert planning.type_mismatch(plain, rswa) == "manager" == planning.type_mismatch(rswa, plain)
+    assert planning.type_mismatch(plain, _attn(FullAttentionSpec, block_size=32)) == "block_size"
+    small = MambaSpec(block_size=16, shapes=((4, 256),), dtypes=(KVDtype.BFLOAT16,))
+    large = MambaSpec(block_size=16, shapes=((8, 256),), dtypes=(KVDtype.BFLOAT16,))
+    assert planning.type_mismatch(small, large) == "page_size_bytes"
+
+
+def test_a_request_holds_its_window_not_its_length():
+    sliding = _attn(SlidingWindowSpec, sliding_window=128)
+    assert planning.blocks_per_request(sliding, 8192, 256) == -(-(127 + 256) // 16) + 1
+    assert planning.blocks_per_request(sliding, 64, 256) == 4 + 1  # never more than the request
+    assert planning.blocks_per_request(_attn(FullAttentionSpec), 8192, 256) == 512
+    mamba = MambaSpec(block_size=16, shapes=((4, 256),), dtypes=(KVDtype.BFLOAT16,), num_speculative_blocks=2)
+    assert planning.blocks_per_request(mamba, 8192, 256) == 3
+
+
+def test_a_budget_below_one_block_plans_no_block_and_a_negative_budget_is_refused():
+    p = planning.plan(TABLES["llama-3.1-8b"].specs(), 1000)
+    assert p.num_blocks == 0 and p.used_bytes == 0
+    with pytest.raises(reference.GroupingError, match="budget"):
+        planning.plan(TABLES["llama-3.1-8b"].specs(), -1)
+
+
+# -- kvcontract plan --------------------------------------------------------------------------
+
+
+def test_plan_prints_the_reference_plan_of_a_real_table(capsys):
+    assert main(["plan", "deepseek-v4", "--memory", "80GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "deepseek-v4 (169 layers" in out and "1 group, 1023 blocks" in out and "per-member" in out
+    assert "such requests fit at once" in out and len(out.splitlines()) <= 10
+
+
+def test_plan_reads_a_layer_table_file_and_writes_json(tmp_path: Path, capsys):
+    example = Path(reference.__file__).parent / "examples" / "jamba-style-mamba-hybrid.json"
+    out_json = tmp_path / "plan.json"
+    assert main(["plan", str(example), "--memory", "2GiB", "--json", str(out_json)]) == 0
+    data = json.loads(out_json.read_text())
+    assert data["reference"]["num_blocks"] > 0 and len(data["reference"]["groups"]) == 8
+    assert " st" in capsys.readouterr().out  # a state-space group counts states, not tokens
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["plan", "deepsek-v4"], "did you mean deepseek-v4"),
+    (["plan", "gemma-3", "--memory", "8XB"], "is not a size"),
+    (["plan", "missing.json"], "no such file"),
+    (["plan"], "give a table"),
+    (["plan", "gemma-3", "--engine", "nope"], "nope"),
+])
+def test_plan_rejects_bad_input_before_planning(argv, says, capsys):
+    assert main(argv) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_plan_with_the_hybrid_manager_off_refuses_a_mamba_hybrid(capsys):
+    assert main(["plan", "qwen3-next", "--hybrid-off"]) == 1
+    assert "cannot plan" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed here")
+@pytest.mark.parametrize("name", ["deepseek-v4", "deepseek-v3+dspark", "qwen3-next"])
+def test_plan_with_vllm_shows_no_difference_on_real_tables(name, capsys):
+    assert main(["plan", name, "--engine", "vllm", "--memory", "16GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "engine (vllm 0.34.0)" in out and "differences: none" in out
