@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kvcontract.conformance.contract import expectations
+from kvcontract.conformance.contract import expectations, plan_expectations
 from kvcontract.conformance.contract.laws import law
 from kvcontract.conformance.contract.laws.dispatch import DispatchExample
 from kvcontract.conformance.contract.model import Example, Violation
@@ -30,9 +30,11 @@ from kvcontract.conformance.engines.protocol import Engine, load_engine
 from kvcontract.conformance.engines.reference import ReferenceEngine
 from kvcontract.reference import (
     FullAttentionSpec,
+    HiddenStateCacheSpec,
     KVDtype,
     QueryLenSupport,
     RoutingRequest,
+    RSWASpec,
     SlidingWindowSpec,
 )
 from tests.engines.defective import Defective
@@ -119,6 +121,16 @@ CASES: tuple[Case, ...] = (
     Case(expectations.DecodeRows, "DISPATCH-ROWS-1", "route-all-decode", _request((1, 8))),
     Case(expectations.Unclassified, "ROLE-COVER-1", "cover", Example(field="LookaheadAttentionSpec")),
     Case(expectations.RoleFree, "ROLE-COVER-1", "cover", Example(field="LookaheadAttentionSpec", cut=1)),
+    Case(plan_expectations.PlanRaised, "PLAN-SIZE-1", "plan-raises", UNIFORM),
+    Case(plan_expectations.TypeOfMembers, "PLAN-TYPE-1", "plan:type-by-base",
+         _table(_fa(), RSWASpec(block_size=16, num_kv_heads=1, head_size=64, dtype=KVDtype.BFLOAT16, rswa_window=64))),
+    Case(plan_expectations.HiddenStateGroup, "PLAN-HIDDEN-1", "plan:hidden-state-absorbed",
+         _table(_fa(), _sw(128), HiddenStateCacheSpec(block_size=16, num_kv_heads=1, head_size=256,
+                                                      dtype=KVDtype.BFLOAT16))),
+    Case(plan_expectations.HybridPlan, "PLAN-HYBRID-1", "plan:hybrid-flag-ignored", TWO_KINDS),
+    Case(plan_expectations.PlanBacked, "PLAN-SIZE-1", "plan:blocks-rounded-up", UNIFORM),
+    Case(plan_expectations.PlanUsed, "PLAN-SIZE-2", "plan:bytes-per-block-summed", TWO_KINDS),
+    Case(plan_expectations.PlanTensors, "PLAN-TENSOR-1", "plan:tensor-per-group", _table(_fa(), _fa(head_size=128))),
 )
 
 
@@ -154,8 +166,8 @@ def _exec(snippet: str) -> tuple[str, str]:
 
 
 def test_every_expectation_type_has_a_case():
-    types = {obj for obj in vars(expectations).values()
-             if isinstance(obj, type) and issubclass(obj, Expectation) and obj.__module__ == expectations.__name__
+    types = {obj for module in (expectations, plan_expectations) for obj in vars(module).values()
+             if isinstance(obj, type) and issubclass(obj, Expectation) and obj.__module__ == module.__name__
              and not obj.__name__.startswith("_")}
     assert types == {case.expect for case in CASES}
 

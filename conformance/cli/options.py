@@ -40,10 +40,12 @@ ENGINE_HELP = ("builtin name (see `kvcontract engines`), mutant:<name>, an insta
                "(group kvcontract.engines), or package.module:factory")
 
 
-def add_engine(parser: argparse.ArgumentParser, *, mutants: bool = True) -> None:
-    """``--engine NAME`` (required); ``mutants``: whether ``mutant:<name>`` is accepted."""
+def add_engine(parser: argparse.ArgumentParser, *, mutants: bool = True, required: bool = True,
+               what: str = "") -> None:
+    """``--engine NAME`` (required unless ``required=False``); ``mutants``: whether
+    ``mutant:<name>`` is accepted; ``what``: what the engine is used for, put before the names."""
     text = ENGINE_HELP if mutants else ENGINE_HELP.replace(" mutant:<name>,", "")
-    parser.add_argument("--engine", required=True, help=text)
+    parser.add_argument("--engine", required=required, help=f"{what}: {text}" if what else text)
 
 
 def add_domain(parser: argparse.ArgumentParser) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kvcontract.conformance.cli.options import add_engine, add_json, writable_file
 from kvcontract.usage import UsageError
 
 TABLES_RELEASE = "0.34.0"
@@ -67,8 +68,8 @@ def register(subparsers: Any) -> None:
                    help="request length for the per-request figures (default 8192)")
     p.add_argument("--in-flight", type=int, default=None, metavar="TOKENS",
                    help="tokens scheduled but not yet computed, for windows (default: --max-model-len)")
-    p.add_argument("--engine", metavar="NAME", help="also plan with this engine (e.g. vllm, vllm@/path/to/tree)")
-    p.add_argument("--json", metavar="PATH", help="write both plans as JSON here")
+    add_engine(p, required=False, what="also plan with this engine (e.g. vllm, vllm@/path/to/tree)")
+    add_json(p, "both plans and their differences")
     p.add_argument("--verbose", action="store_true", help="list every group's layers")
     p.set_defaults(func=run)
 
@@ -264,10 +265,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("kvcontract plan: give a table (a real model's name, see --list, or a JSON file)")
     if args.max_model_len < 1 or (args.in_flight is not None and args.in_flight < 0):
         raise UsageError("kvcontract plan: --max-model-len must be >= 1 and --in-flight >= 0")
-    if args.json:
-        parent = Path(args.json).resolve().parent
-        if Path(args.json).is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
-            raise UsageError(f"kvcontract plan: cannot write --json {args.json}: give a file in a writable folder")
+    writable_file(args.json, "--json")
     if args.engine:
         from kvcontract.conformance.engines.protocol import check_engine_name
 
@@ -298,6 +296,7 @@ def run(args: argparse.Namespace) -> int:
         failed = failed or "error" in eng
     print("\n".join(lines))
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return 1 if failed else 0
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kvcontract import reference
-from kvcontract.conformance.engines.protocol import EngineGroup, Router
+from kvcontract.conformance.engines.protocol import EngineGroup, EnginePlan, Router
 from kvcontract.conformance.engines.reference import ReferenceEngine
 from kvcontract.reference import (
     FullAttentionSpec,
@@ -79,6 +79,18 @@ class Defective(ReferenceEngine):
         if self.defect == "uniform-raises":
             raise ValueError("cannot tell")
         return super().is_uniform(objs_by_layer)
+
+    # -- planning ----------------------------------------------------------------------
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *, hybrid: bool = True) -> EnginePlan:
+        """``plan-raises``: the planner refuses; ``plan:<mutant>``: that planning mutant's plan."""
+        if self.defect == "plan-raises":
+            raise ValueError("this planner never plans")
+        if self.defect.startswith("plan:"):
+            from kvcontract.conformance.engines.mutants import load_mutant
+
+            return load_mutant(self.defect.removeprefix("plan:")).plan_layers(objs_by_layer, memory_bytes,
+                                                                               hybrid=hybrid)
+        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
 
     # -- grouping ----------------------------------------------------------------------
     def group_layers(self, objs_by_layer: Mapping[str, Any]) -> list[EngineGroup]:
@@ -162,6 +174,15 @@ class Defective(ReferenceEngine):
 
     def render_merge(self, specs_expr: str) -> str:
         return f"_engine.merge({specs_expr})"
+
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str:
+        return f"_engine.plan_layers({table_expr}, {memory_expr}, hybrid={hybrid_expr})"
+
+    def render_plan_view(self, plan_expr: str) -> str:
+        return (f"({plan_expr}.num_blocks, [(t.layer_names, t.size_bytes, t.offset, t.layer_stride, t.block_stride) "
+                f"for t in {plan_expr}.tensors], [(g.layer_names, g.spec if g.spec is not None else "
+                f"__import__('types').SimpleNamespace(kv_cache_specs=dict(g.member_specs or {{}}))) "
+                f"for g in {plan_expr}.groups])")
 
     def render_is_uniform(self, table_expr: str) -> str:
         return f"_engine.is_uniform({table_expr})"

@@ -130,7 +130,7 @@ def group_probe(c: Chooser, blocks: Blocks, kinds: Sequence[type[KVCacheSpec]]) 
     specs = _table_specs(c, blocks, kinds, 4)
     table = tuple((f"layers.{i}", s) for i, s in enumerate(specs))
     ok, _fields = _disagreement(specs)
-    clauses = clauses_for("group", ["table", "uniform-table"] if ok else ["table"])
+    clauses = clauses_for("group", ["table", "plan-table", "uniform-table"] if ok else ["table", "plan-table"])
     features = {f"n={len(specs)}", f"ok={ok}", "+".join(sorted({type(s).__name__ for s in specs}))}
     features |= {f"{k}.{f}" for k, f in sysm.exercised(specs)}
     return Probe([(Example(table=table), clauses)], features)

@@ -1,0 +1,171 @@
+"""The catalogue of structured repros, its planning part (chapter PLAN): what an oracle of
+:mod:`kvcontract.conformance.contract.laws.plan` expects of the engine's plan of ``table``
+within a memory budget, rendered as the snippet's check lines (the snippet's ``_plan`` and
+``_plan_view``, :mod:`kvcontract.conformance.contract.repro`). The rest of the catalogue is
+:mod:`kvcontract.conformance.contract.expectations`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kvcontract.conformance.contract.repro import Context, Expectation, esc, indent
+
+FULL_KINDS = ("FullAttentionSpec", "MLAAttentionSpec", "RSWASpec", "SinkFullAttentionSpec", "HiddenStateCacheSpec")
+LOCAL_KINDS = ("SlidingWindowSpec", "SlidingWindowMLASpec", "ChunkedLocalAttentionSpec")
+
+
+def plan_setup(memory: int, hybrid: bool) -> list[str]:
+    """Snippet lines planning ``table`` within ``memory`` bytes: ``num_blocks``, ``tensors``
+    (``[(layer_names, size, offset, layer_stride, block_stride), ...]``), ``pairs`` and
+    ``_layer_spec(name)``, the spec a layer is allocated with."""
+    return [f"plan = _plan(table, {memory!r}, {hybrid!r})", "num_blocks, tensors, pairs = _plan_view(plan)",
+            "def _layer_spec(name):", "    for names, spec in pairs:", "        if name in names:",
+            "            members = getattr(spec, 'kv_cache_specs', None)",
+            "            return members[name] if members else spec"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Planned(Expectation):
+    """An expectation over the engine's plan of ``table`` within ``memory`` bytes."""
+
+    memory: int
+
+    @property
+    def uses_table(self) -> bool:
+        return True
+
+    hybrid = True
+
+    def lines(self, ctx: Context) -> list[str]:
+        return [*plan_setup(self.memory, self.hybrid), *self.body(ctx), "print('no violation')"]
+
+    def body(self, ctx: Context) -> list[str]:
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanRaised(Expectation):
+    """Planning ``table`` within ``memory`` bytes must answer."""
+
+    memory: int
+    hybrid: bool = True
+
+    @property
+    def uses_table(self) -> bool:
+        return True
+
+    def lines(self, ctx: Context) -> list[str]:
+        return ["try:", f"    plan = _plan(table, {self.memory!r}, {self.hybrid!r})", "except Exception as exc:",
+                "    " + ctx.fail("f'planning raised {type(exc).__name__}: {exc}'"), "print('no violation')"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TypeOfMembers(_Planned):
+    """The two layers of ``pair`` differ in type and must not share a per-member group."""
+
+    pair: tuple[str, str] = ("", "")
+
+    def body(self, ctx: Context) -> list[str]:
+        return [f"a, b = {self.pair!r}", "for names, spec in pairs:",
+                "    members = getattr(spec, 'kv_cache_specs', None) or {}",
+                "    if a in members and b in members:",
+                "        " + ctx.fail("f'{a} ({type(members[a]).__name__}, block_size {members[a].block_size}) and "
+                                     "{b} ({type(members[b]).__name__}, block_size {members[b].block_size}) share "
+                                     "a per-member group'")]
+
+
+@dataclasses.dataclass(frozen=True)
+class HiddenStateGroup(_Planned):
+    """With several groups, the hidden-state layer ``layer`` is alone in a hidden-state group."""
+
+    layer: str = ""
+
+    def body(self, ctx: Context) -> list[str]:
+        return ["if len(pairs) > 1:",
+                f"    names, spec = next((n, s) for n, s in pairs if {self.layer!r} in n)",
+                "    kinds = sorted({type(table[n]).__name__ for n in names})",
+                "    if hasattr(spec, 'kv_cache_specs') or type(spec).__name__ != 'HiddenStateCacheSpec' "
+                "or kinds != ['HiddenStateCacheSpec']:",
+                "        " + ctx.fail(f"f'{esc(self.layer)} is in a group of {{kinds}} ({{type(spec).__name__}}) "
+                                     "among {len(pairs)} groups'")]
+
+
+@dataclasses.dataclass(frozen=True)
+class HybridPlan(Expectation):
+    """With the hybrid manager off: at most ``parts`` groups and no local allocation beside
+    full attention; with ``refuse``, a refusal or at most ``parts`` groups."""
+
+    memory: int
+    parts: int
+    refuse: bool = False
+
+    @property
+    def uses_table(self) -> bool:
+        return True
+
+    def lines(self, ctx: Context) -> list[str]:
+        plan = plan_setup(self.memory, False)
+        if self.refuse:
+            head = ["try:", *indent(plan), "except Exception as exc:",
+                    "    print('no violation: refused with', type(exc).__name__, exc)", "    raise SystemExit(0)"]
+        else:
+            head = plan
+        return [*head, f"if len(pairs) > {self.parts}:",
+                "    " + ctx.fail(f"f'{{len(pairs)}} groups with the hybrid manager off (at most {self.parts})'"),
+                f"has_full = any(type(s).__name__ in {FULL_KINDS!r} for s in table.values())",
+                f"kept = [n for n in table if has_full and type(_layer_spec(n)).__name__ in {LOCAL_KINDS!r}]",
+                "if kept:", "    " + ctx.fail("f'{kept} keep local-attention allocation beside full attention'"),
+                "print('no violation')"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanBacked(_Planned):
+    """One backing allocation within the budget, holding ``num_blocks`` pages of every layer."""
+
+    def body(self, ctx: Context) -> list[str]:
+        return ["sizes = sorted({t[1] for t in tensors})",
+                "if len(sizes) > 1:", "    " + ctx.fail("f'tensor sizes {sizes}'"),
+                f"if sizes and sizes[0] > {self.memory!r}:",
+                "    " + ctx.fail(f"f'{{sizes[0]}} bytes allocated, budget {self.memory}'"),
+                "for names, size, offset, layer_stride, block_stride in tensors:",
+                "    if None in (offset, layer_stride, block_stride) or not num_blocks or not names:",
+                "        continue",
+                f"    page = max({ctx.page('_layer_spec(n)')} for n in names)",
+                "    end = offset + (len(names) - 1) * layer_stride + (num_blocks - 1) * block_stride + page",
+                "    if end > size:",
+                "        " + ctx.fail("f'{list(names)} need {end} bytes for {num_blocks} blocks; tensor has {size}'")]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanUsed(_Planned):
+    """Less than one block's bytes of the budget left unused by what the tensors address."""
+
+    def body(self, ctx: Context) -> list[str]:
+        return ["ends = [0]", "for names, size, offset, layer_stride, block_stride in tensors:",
+                "    if None in (offset, layer_stride, block_stride) or not names or not num_blocks:",
+                "        ends.append(size if num_blocks else 0)", "        continue",
+                f"    page = max({ctx.page('_layer_spec(n)')} for n in names)",
+                "    ends.append(offset + (len(names) - 1) * layer_stride + (num_blocks - 1) * block_stride + page)",
+                "used = max(ends)",
+                "if tensors and num_blocks:", "    per_block = used // num_blocks",
+                f"    if {self.memory!r} - used >= per_block:",
+                "        " + ctx.fail(f"f'{{num_blocks}} blocks of {{per_block}} bytes address {{used}} bytes, "
+                                     f"leaving {{{self.memory!r} - used}} of {self.memory} unused'"),
+                "elif tensors:", "    " + ctx.fail(f"'no block planned within {self.memory} bytes'")]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanTensors(_Planned):
+    """Every layer in exactly one tensor; a tensor's layers of one group and one page size."""
+
+    def body(self, ctx: Context) -> list[str]:
+        return ["held = {n: sum(n in t[0] for t in tensors) for n in table}",
+                "wrong = {n: c for n, c in held.items() if c != 1}",
+                "if wrong:", "    " + ctx.fail("f'layers held by that many tensors: {wrong}'"),
+                "group_of = {n: i for i, (names, _) in enumerate(pairs) for n in names}",
+                "for t in tensors:",
+                f"    pages = sorted({{{ctx.page('_layer_spec(n)')} for n in t[0]}})",
+                "    groups = {group_of.get(n) for n in t[0]}",
+                "    if len(pages) > 1 or len(groups) > 1:",
+                "        " + ctx.fail("f'tensor of {list(t[0])} spans groups {groups} and pages {pages}'")]
