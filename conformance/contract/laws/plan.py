@@ -77,23 +77,32 @@ def _sys_plan_table(domain: strat.Domain) -> Iterator[Example]:
 PLAN_TABLE = Shape("plan-table", _plan_table, _sys_plan_table)
 
 
+_BUDGETS: dict[str, int] = {}
+_REFERENCE_PLANS: dict[tuple[str, bool], bool] = {}
+_PLANS_KEPT = 4096
+
+
 def budget_of(table: Mapping[str, KVCacheSpec]) -> int:
-    """The kit's memory budget for ``table`` (see the module's docstring)."""
-    try:
-        per_block = reference.planning.bytes_per_block(reference.plan_groups(dict(table)))
-    except GroupingError:
-        return (1 << 30) + 13
-    return max(per_block * 7, 1 << 20) + 13
+    """The kit's memory budget for ``table`` (see the module's docstring); remembered per table."""
+    key = repr(table)
+    if key not in _BUDGETS:
+        try:
+            per_block = reference.planning.bytes_per_block(reference.plan_groups(dict(table)))
+            _BUDGETS[key] = max(per_block * 7, 1 << 20) + 13
+        except GroupingError:
+            _BUDGETS[key] = (1 << 30) + 13
+        if len(_BUDGETS) > _PLANS_KEPT:
+            _BUDGETS.clear()
+    return _BUDGETS[key]
 
 
 # -- the engine's plan, asked once per table and mode ---------------------------------------
 
 _PLANS: dict[tuple[str, bool], tuple[Engine, EnginePlan | BaseException]] = {}
-_PLANS_KEPT = 4096
 
 
 def _plan(engine: Engine, ex: Example, hybrid: bool = True) -> EnginePlan | BaseException:
-    key = (repr(ex.table), hybrid)
+    key = (repr(dict(ex.table)), hybrid)
     cached = _PLANS.get(key)
     if cached is not None and cached[0] is engine:
         return cached[1]
@@ -117,11 +126,17 @@ def forget_plans() -> None:
 
 
 def _reference_plans(ex: Example, hybrid: bool = True) -> bool:
-    try:
-        reference.plan(dict(ex.table), budget_of(dict(ex.table)), hybrid=hybrid)
-    except GroupingError:
-        return False
-    return True
+    """Whether the reference plans the table (remembered per table and mode)."""
+    key = (repr(dict(ex.table)), hybrid)
+    if key not in _REFERENCE_PLANS:
+        try:
+            reference.plan(dict(ex.table), budget_of(dict(ex.table)), hybrid=hybrid)
+            _REFERENCE_PLANS[key] = True
+        except GroupingError:
+            _REFERENCE_PLANS[key] = False
+        if len(_REFERENCE_PLANS) > _PLANS_KEPT:
+            _REFERENCE_PLANS.clear()
+    return _REFERENCE_PLANS[key]
 
 
 def _judged(engine: Engine, ex: Example) -> EnginePlan | None:
