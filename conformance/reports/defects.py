@@ -34,6 +34,18 @@ OUTCOME_CLASSES: dict[str, str] = {
     "page-not-by-block-size": "wrong-value",
     "invalid-result": "wrong-value",
     "uniform-false": "rejects-agreement",
+    "per-member-mixed-manager": "accepts-disagreement",
+    "per-member-mixed-type": "accepts-disagreement",
+    "hidden-state-not-alone": "wrong-plan",
+    "hybrid-off-not-one-group": "wrong-plan",
+    "hybrid-off-local-kept": "wrong-plan",
+    "tensor-sizes-differ": "wrong-plan",
+    "over-budget": "wrong-plan",
+    "layer-not-backed": "wrong-plan",
+    "budget-unused": "wrong-plan",
+    "layer-not-in-one-tensor": "wrong-plan",
+    "tensor-mixes-groups": "wrong-plan",
+    "tensor-mixes-pages": "wrong-plan",
 }
 """A wrong answer's signature outcome -> its defect class (what the deciding function gets wrong)."""
 
@@ -43,6 +55,7 @@ _SUMMARIES: dict[str, str] = {
     "accepts-disagreement": "accepts members that disagree",
     "wrong-value": "builds a wrong merged value",
     "rejects-agreement": "rejects members the contract merges",
+    "wrong-plan": "plans groups, blocks or tensors the PLAN chapter forbids",
     "advisory-accepts-disagreement": "accepts members that disagree in an advisory field (nothing reads it)",
     "advisory-wrong-value": "builds a wrong value of an advisory field (nothing reads it)",
     "advisory-rejects-agreement": "rejects members that differ only in an advisory field",

@@ -163,6 +163,13 @@ def _kinds(table: Mapping[str, KVCacheSpec], names: Any) -> list[str]:
 # -- PLAN-TYPE-1 ------------------------------------------------------------------------------
 
 
+_TYPE_OUTCOMES = {"manager": "per-member-mixed-manager", "page_size_bytes": "per-member-mixed-type",
+                  "state_alignment": "per-member-mixed-type", "block_size": "mixed-block-sizes"}
+"""A per-member group's mismatch as a signature's outcome: an ALLOCATION field or the block size
+is the outcome GROUP-COMPAT-1 gives the same members (one defect however it is reached); the
+block manager and the layout values of state layers are this chapter's own."""
+
+
 def check_type(engine: Engine, ex: Example) -> None:
     plan = _judged(engine, ex)
     if plan is None:
@@ -179,7 +186,8 @@ def check_type(engine: Engine, ex: Example) -> None:
                 pair = (names[0], n)
                 raise Violation(f"per-member group {list(g.layer_names)} holds {pair[0]} and {n}, which differ "
                                 f"in {what}", TypeOfMembers(budget_of(table), pair),
-                                signature("per-member-mixed-type", _kinds(table, pair), [what]))
+                                signature(_TYPE_OUTCOMES.get(what, "mixed-allocation"), _kinds(table, pair),
+                                          [] if what == "block_size" else [what]))
 
 
 # -- PLAN-HIDDEN-1 ----------------------------------------------------------------------------
