@@ -291,6 +291,23 @@ def _common_fields(kind: type[KVCacheSpec], domain: Domain) -> list[str]:
             and role_of(f) is Role.ANNOTATION and rule_of(f) is AnnotationRule.COMMON]
 
 
+def bridging_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
+    """Per kind and common annotation: two layers that set it to different values (two groups)
+    and a third that leaves it None, which merges with either: a layer that can join more than
+    one group (GROUP-PARTITION-1: it joins exactly one)."""
+    for kind in domain.kinds:
+        base = base_spec(kind, domain)
+        if base is None:
+            continue
+        for name in _common_fields(kind, domain):
+            if getattr(base, name) is not None:
+                continue
+            values = [v for v in variants(kind, name, domain) if getattr(v, name) is not None]
+            distinct = list({repr(getattr(v, name)): v for v in values}.values())
+            if len(distinct) >= 2:
+                yield {"layers.0": distinct[0], "layers.1": distinct[1], "layers.2": base}
+
+
 def flag_patterns(domain: Domain) -> Iterator[list[KVCacheSpec]]:
     """Compatible lists: for every (kind, flag field), 2 and 3 members with the
     flag set at each position; for every common annotation, members that set it
@@ -377,6 +394,7 @@ def grouping_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
     for a, b in exclusive_pairs(domain):  # two groups, or one whose spec would be invalid
         yield {"layers.0": a, "layers.1": b}
     yield from aligned_edge_tables(domain)
+    yield from bridging_tables(domain)
     for specs in flag_patterns(domain):  # one group, its spec advertising every member's flag
         if len(specs) == 2:
             yield {"layers.0": specs[0], "layers.1": specs[1]}

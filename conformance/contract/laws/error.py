@@ -113,10 +113,20 @@ def check_message(engine: Engine, ex: Example) -> None:
                         Message(MergeOf(), wanted), signature("message-omits", ex.kinds(), fields_of(ex)))
 
 
+EMPTY_MESSAGE_FORMS = ("at least one", "empty", "no spec", "no layer", "nothing to merge", "needs a layer",
+                       "Empty", "No spec", "No layer")
+"""Spellings of "a group needs a layer" an empty merge's message may use (ERROR-EMPTY-1)."""
+
+
 def check_empty(engine: Engine, ex: Example) -> None:
     try:
         engine.merge([])
-    except AssertionError:
+    except AssertionError as exc:
+        if not any(form in str(exc) for form in EMPTY_MESSAGE_FORMS):
+            raise Violation(f"merge([]) raised AssertionError({str(exc)!r}), which does not say that a group "
+                            "needs a layer", Message(MergeOf(empty=True), (("that a group needs a layer",
+                                                                            EMPTY_MESSAGE_FORMS),)),
+                            signature("message-omits")) from exc
         return
     except KitFailure:  # the adapter's own failure: the kit's error, not a finding
         raise

@@ -56,3 +56,32 @@ class FirstLayerSpec(Mutant):
         groups = super().group_layers(objs_by_layer)
         unified = reference.unify_page_sizes(objs_by_layer) if len(groups) > 1 else objs_by_layer
         return [EngineGroup(g.layer_names, unified[g.layer_names[0]]) for g in groups]
+
+
+@_register
+class BucketWithoutBreak(Mutant):
+    """GROUP-PARTITION-1: the bucketing loop has no ``break``: a layer joins every group it merges with."""
+
+    key = "bucket-without-break"
+    description = ("grouping's first-fit loop lacks its break, so a layer whose spec merges with two groups "
+                   "(no window, beside two windows) is put in both")
+    imitates = ""
+    expected_clauses = ("GROUP-PARTITION-1",)
+
+    def group_layers(self, objs_by_layer: Mapping[str, Any]) -> list[EngineGroup]:
+        if reference.is_uniform(objs_by_layer):
+            return super().group_layers(objs_by_layer)
+        buckets: list[tuple[list[str], list[Any]]] = []
+        for name, spec in reference.unify_page_sizes(objs_by_layer).items():
+            placed = False
+            for names, members in buckets:
+                try:
+                    reference.merge([*members, spec])
+                except reference.IncompatibleSpecs:
+                    continue
+                names.append(name)
+                members.append(spec)
+                placed = True  # the defect: no break
+            if not placed:
+                buckets.append(([name], [spec]))
+        return [EngineGroup(tuple(names), reference.merge(members)) for names, members in buckets]

@@ -92,6 +92,21 @@ class EmptyIndexError(Mutant):
 
 
 @_register
+class EmptyMergeMute(Mutant):
+    """ERROR-EMPTY-1: ``merge([])`` raises the right error with no reason."""
+
+    key = "empty-merge-mute"
+    description = "merge([]) raises a bare AssertionError() that does not say a group needs a layer"
+    imitates = ""
+    expected_clauses = ("ERROR-EMPTY-1",)
+
+    def merge(self, objs: Sequence[Any]) -> Any:
+        if not objs:
+            raise AssertionError()
+        return reference.merge(list(objs))
+
+
+@_register
 class DropsCapability(Mutant):
     """MERGE-UNION-1, MERGE-IDENTITY-1: MLA merges drop the inherited ``non_causal``."""
 
