@@ -171,6 +171,9 @@ def specs_for_modes(
 # --------------------------------------------------------------------------
 
 PRODUCTION_RANK, PRODUCTION_ROPE, PRODUCTION_BLOCK = 512, 64, 64
+DRAWN_MAX_HEADS = 16
+"""Drawn cases stay small (a kernel run through Triton's interpreter pays per head); larger head
+counts come as production cases."""
 
 
 def production_specs(
@@ -178,8 +181,9 @@ def production_specs(
 ) -> list[CaseSpec]:
     """Fixed cases shaped like DeepSeek MLA serving (NUM-DECODE-1 … NUM-PAD-1).
 
-    Width 576 (``R = 512``, ``P = 64``), pages of 64 keys, one and sixteen
-    query heads, contexts up to ``max_seq_len`` (8192 by default; longer
+    Width 576 (``R = 512``, ``P = 64``), pages of 64 keys, one, sixteen and 128
+    query heads (DeepSeek-style MLA has 128), logits large enough that ``exp``
+    overflows without the row maximum, contexts up to ``max_seq_len`` (8192 by default; longer
     requests are shortened to it), a draft block over 256 keys, windows that
     cut a long context, and, for a block-boundary check, a verify block at
     block size 1. Only cases whose every mode is in ``modes`` are returned.
@@ -208,6 +212,8 @@ def production_specs(
         ((req(Dr, 4, 8192),), 16, {"sliding_window": 1024}),
         ((req(Dr, 4, 300),), 1, {"sliding_window": 64}),
         ((req(D, 1, 4096), req(D, 1, 130), RequestSpec(PAD, 0, 0), RequestSpec(PAD, 0, 0)), 16, {}),
+        ((req(D, 1, 2048), req(D, 1, 300)), 128, {}),  # DeepSeek-style MLA: 128 query heads
+        ((req(D, 1, 2048), req(V, 3, 512)), 16, {"query_scale": 48.0}),  # logits past exp's range
     ]
     specs = []
     for index, (requests, heads, extra) in enumerate(shapes):
@@ -234,14 +240,14 @@ def default_case_specs(
     cases_per_mode: int = 6,
     seed: int = 0,
     max_seq_len: int = 8192,
-    head_counts: tuple[int, ...] = (1, 2, 4, 16),
+    head_counts: tuple[int, ...] = (1, 2, 4, 16, 128),
     production: bool = True,
 ) -> list[CaseSpec]:
     """The cases of a ``kvcontract kernels`` run (NUM-DISPATCH-1).
 
     ``cases_per_mode`` hypothesis-drawn small cases per served mode (contexts
     up to ``min(max_seq_len, 300)``, widths 48 to 96, heads from
-    ``head_counts``), then, with ``production``, the production-shaped cases of
+    ``head_counts`` up to :data:`DRAWN_MAX_HEADS`), then, with ``production``, the production-shaped cases of
     :func:`production_specs` whose head count is in ``head_counts`` (width
     576, contexts up to ``max_seq_len``).
     """
@@ -254,7 +260,7 @@ def default_case_specs(
         seed,
         dtypes=(dtype,),
         max_seq_len=min(max_seq_len, HYPOTHESIS_MAX_SEQ_LEN),
-        head_counts=head_counts,
+        head_counts=tuple(h for h in head_counts if h <= DRAWN_MAX_HEADS) or head_counts,
     )
     specs = [spec for mode in MODES for spec in drawn.get(mode, [])]
     if production:

@@ -308,7 +308,7 @@ def check_backend(
     dtype: str = "bfloat16",
     device: torch.device | str = "cpu",
     max_seq_len: int = 8192,
-    head_counts: tuple[int, ...] = (1, 2, 4, 16),
+    head_counts: tuple[int, ...] = (1, 2, 4, 16, 128),
     production: bool = True,
 ) -> SuiteReport:
     """Run the default cases (:func:`default_case_specs`) of ``backend`` (NUM-DISPATCH-1)."""

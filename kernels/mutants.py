@@ -86,6 +86,16 @@ MUTANTS: tuple[KernelMutant, ...] = (
         "uniform-weights", "uniform softmax weights over the visible keys (LSE correct)", ROW_MODES
     ),
     KernelMutant(
+        "heads-beyond-16-unwritten",
+        "only the first 16 query heads are written (a kernel tiled for 16 heads; MLA has 128, 16-64 per GPU)",
+        ROW_MODES,
+    ),
+    KernelMutant(
+        "softmax-without-max",
+        "exp of the raw scores, no row maximum subtracted: large logits overflow to inf",
+        ROW_MODES,
+    ),
+    KernelMutant(
         "qk-in-storage-dtype",
         "q.k products rounded to the storage dtype and summed pairwise in it (16-bit storage; "
         "float32 storage: operands silently rounded to TF32 while declaring IEEE float32)",
@@ -173,6 +183,8 @@ class MutantBackend:
                 scores = self._scores(q, keys, storage) * scale
                 scores = scores.masked_fill(~mask[t0:t1, None, :], float("-inf"))
                 peak = scores.amax(-1, keepdim=True)
+                if name == "softmax-without-max":
+                    peak = torch.zeros_like(peak)
                 p = torch.exp(scores - peak)
                 total = p.sum(-1, keepdim=True)
                 span = slice(rows.start + t0, rows.start + t1)
@@ -183,6 +195,9 @@ class MutantBackend:
                 o = torch.einsum("nhl,lr->nhr", p / total, values)
                 if name == "zeros":
                     o = torch.zeros_like(o)
+                if name == "heads-beyond-16-unwritten":
+                    out[span, :16] = o[:, :16].to(out.dtype)
+                    continue
                 out[span] = o.to(out.dtype)
 
     def _scores(self, q: torch.Tensor, keys: torch.Tensor, storage: torch.dtype) -> torch.Tensor:

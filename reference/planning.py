@@ -35,6 +35,7 @@ from kvcontract.reference.specs import (
     HiddenStateCacheSpec,
     HiSparseHotSpec,
     HiSparseResidentSpec,
+    InvalidSpec,
     KVCacheSpec,
     MambaSpec,
     MLAAttentionSpec,
@@ -131,6 +132,14 @@ class PlanGroup:
                 f"page {'/'.join(map(str, pages))} B")
 
 
+def _replace(spec: KVCacheSpec, why: str, **changes: Any) -> KVCacheSpec:
+    """``spec`` with ``changes``; a value no spec can have is a planning failure (GroupingError)."""
+    try:
+        return dataclasses.replace(spec, **changes)
+    except InvalidSpec as exc:
+        raise GroupingError(f"{type(spec).__name__}: cannot {why}: {exc}") from None
+
+
 def _merged(names: Sequence[str], specs: Sequence[KVCacheSpec]) -> PlanGroup:
     spec = merge(list(specs))
     return PlanGroup(tuple(names), spec, tuple((n, spec) for n in names))
@@ -162,7 +171,11 @@ def promote_local(table: Mapping[str, KVCacheSpec]) -> dict[str, KVCacheSpec]:
             if not isinstance(spec, local):
                 continue
             block_size = next(iter(full_sizes)) if len(full_sizes) == 1 else spec.block_size
-            out[name] = _at_block_size(full_allocation_form(spec), spec, block_size)
+            try:
+                promoted = full_allocation_form(spec)
+            except InvalidSpec as exc:
+                raise GroupingError(f"layer {name!r}: no full-allocation form: {exc} (PLAN-HYBRID-1)") from None
+            out[name] = _at_block_size(promoted, spec, block_size)
     if not (is_uniform(out) or is_uniform_type(out)):
         raise GroupingError("the local layers, allocated as full attention, still cannot share one "
                             "group with the others (PLAN-HYBRID-1)")
@@ -176,7 +189,7 @@ def _at_block_size(promoted: KVCacheSpec, original: KVCacheSpec, block_size: int
     if padded is not None and isinstance(original, AttentionSpec) and getattr(promoted, "alignment", None) is None:
         content = original.unpadded_page_size_bytes * block_size // original.block_size
         changes["page_size_padded"] = max(padded, content)
-    return dataclasses.replace(promoted, **changes)
+    return _replace(promoted, "be allocated as full attention (PLAN-HYBRID-1)", **changes)
 
 
 def sharding_parts(table: Mapping[str, KVCacheSpec]) -> list[dict[str, KVCacheSpec]]:
@@ -266,7 +279,7 @@ def _hidden_state_groups(groups: list[PlanGroup], hidden: Mapping[str, HiddenSta
     groups' common page; the block size the largest divisor of the groups' block sizes whose
     tokens fit that page (the groups' blocks grow first when one token does not)."""
     common = groups[0].layer_specs[0][1].page_size_bytes
-    per_token = max(s.num_kv_heads * s.head_size * s.dtype.itemsize for s in hidden.values())
+    per_token = max(_bytes_per_token(s) for s in hidden.values())
     if per_token > common:
         scale = -(-per_token // common)
         common *= scale
@@ -274,11 +287,20 @@ def _hidden_state_groups(groups: list[PlanGroup], hidden: Mapping[str, HiddenSta
     gcd = math.gcd(*(g.block_size for g in groups))
     out = list(groups)
     for name, spec in hidden.items():
-        fits = max(common // (spec.num_kv_heads * spec.head_size * spec.dtype.itemsize), 1)
+        fits = max(common // _bytes_per_token(spec), 1)
         block_size = next(d for d in range(min(gcd, fits), 0, -1) if gcd % d == 0)
-        aligned = dataclasses.replace(spec, block_size=block_size, page_size_padded=common)
+        aligned = _replace(spec, f"pad hidden-state layer {name!r} to the common page of {common} bytes "
+                           "(PLAN-HIDDEN-1)", block_size=block_size, page_size_padded=common)
+        if aligned.page_size_bytes != common:
+            raise GroupingError(f"hidden-state layer {name!r}: its page is {aligned.page_size_bytes} bytes, "
+                                f"not the common {common} (its alignment derives the padding; PLAN-HIDDEN-1)")
         out.append(PlanGroup((name,), aligned, ((name, aligned),)))
     return out
+
+
+def _bytes_per_token(spec: KVCacheSpec) -> int:
+    """A hidden-state layer's content bytes per token (its page at one token per block)."""
+    return -(-getattr(spec, "unpadded_page_size_bytes", spec.page_size_bytes) // spec.block_size)
 
 
 def _scaled(group: PlanGroup, scale: int) -> PlanGroup:
@@ -287,7 +309,7 @@ def _scaled(group: PlanGroup, scale: int) -> PlanGroup:
         padded = getattr(spec, "page_size_padded", None)
         if padded is not None:
             changes["page_size_padded"] = padded * scale
-        return dataclasses.replace(spec, **changes)
+        return _replace(spec, f"grow its blocks {scale}-fold for the hidden states (PLAN-HIDDEN-1)", **changes)
 
     spec = None if group.spec is None else grow(group.spec)
     return PlanGroup(group.layer_names, spec, tuple((n, spec or grow(s)) for n, s in group.layer_specs))

@@ -93,8 +93,8 @@ class HiddenStateGroup(_Planned):
 
 @dataclasses.dataclass(frozen=True)
 class HybridPlan(Expectation):
-    """With the hybrid manager off: at most ``parts`` groups and no local allocation beside
-    full attention; with ``refuse``, a refusal or at most ``parts`` groups."""
+    """With the hybrid manager off: at most ``parts`` groups and no local allocation beside full
+    attention of the same DCP sharding; with ``refuse``, a refusal or at most ``parts`` groups."""
 
     memory: int
     parts: int
@@ -113,8 +113,11 @@ class HybridPlan(Expectation):
             head = plan
         return [*head, f"if len(pairs) > {self.parts}:",
                 "    " + ctx.fail(f"f'{{len(pairs)}} groups with the hybrid manager off (at most {self.parts})'"),
-                f"has_full = any(type(s).__name__ in {FULL_KINDS!r} for s in table.values())",
-                f"kept = [n for n in table if has_full and type(_layer_spec(n)).__name__ in {LOCAL_KINDS!r}]",
+                "def _part(s):  # DCP sharding: replicated attention layers, and the others",
+                "    return hasattr(s, 'num_kv_heads') and not s.dcp_sharded",
+                f"with_full = {{_part(s) for s in table.values() if type(s).__name__ in {FULL_KINDS!r}}}",
+                f"kept = [n for n in table if _part(table[n]) in with_full and type(_layer_spec(n)).__name__ in "
+                f"{LOCAL_KINDS!r}]",
                 "if kept:", "    " + ctx.fail("f'{kept} keep local-attention allocation beside full attention'"),
                 "print('no violation')"]
 

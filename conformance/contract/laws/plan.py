@@ -246,8 +246,9 @@ def check_hybrid(engine: Engine, ex: Example) -> None:
         raise Violation(f"with the hybrid manager off, planning made {len(answer.groups)} groups "
                         f"(at most {_parts(table)})", HybridPlan(memory, _parts(table)),
                         signature("hybrid-off-not-one-group", kinds))
-    has_full = any(isinstance(s, reference.FullAttentionSpec) for s in table.values())
-    kept = sorted(n for n, s in _layer_specs(answer).items() if isinstance(s, _LOCAL) and has_full)
+    with_full = {n for part in reference.planning.sharding_parts(table)
+                 if any(isinstance(s, reference.FullAttentionSpec) for s in part.values()) for n in part}
+    kept = sorted(n for n, s in _layer_specs(answer).items() if isinstance(s, _LOCAL) and n in with_full)
     if kept:
         raise Violation(f"with the hybrid manager off, {kept} keep local-attention allocation beside full "
                         "attention", HybridPlan(memory, _parts(table)),

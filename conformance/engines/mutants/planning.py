@@ -40,11 +40,11 @@ class TypeByBase(Mutant):
 
 @_register
 class HiddenStateAbsorbed(Mutant):
-    """PLAN-HIDDEN-1: hidden-state layers join the first group's members instead of a group of their own."""
+    """PLAN-HIDDEN-1: hidden-state layers join a full-attention group's members instead of a group of their own."""
 
     key = "hidden-state-absorbed"
-    description = ("hidden-state layers are added to the first group as per-member specs, so with several "
-                   "groups none is a hidden-state group")
+    description = ("hidden-state layers are added as per-member specs to the first group of their type (full "
+                   "attention), so with several groups none is a hidden-state group")
     imitates = ""
     expected_clauses = ("PLAN-HIDDEN-1",)
 
@@ -56,11 +56,15 @@ class HiddenStateAbsorbed(Mutant):
         if not hidden or not rest:
             return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
         groups = planning.plan_groups(rest, hybrid=hybrid)
-        if len(groups) < 2:
+        # the first group the hidden-state layers are of one type with (a full-attention group)
+        host = next((i for i, g in enumerate(groups)
+                     if all(planning.type_mismatch(s, h) is None for _, s in g.layer_specs for h in hidden.values())),
+                    None)
+        if len(groups) < 2 or host is None:
             return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
-        first = groups[0]
+        first = groups[host]
         widened = planning.PlanGroup((*first.layer_names, *hidden), None, (*first.layer_specs, *hidden.items()))
-        return plan_of(planning.size_plan([widened, *groups[1:]], memory_bytes))
+        return plan_of(planning.size_plan([*groups[:host], widened, *groups[host + 1:]], memory_bytes))
 
 
 @_register
