@@ -418,9 +418,13 @@ def size_plan(groups: Sequence[PlanGroup], memory_bytes: int) -> KVCachePlan:
     """
     if memory_bytes < 0:
         raise GroupingError(f"the memory budget must be >= 0 bytes, got {memory_bytes}")
+    if any(not g.layer_specs for g in groups):
+        raise GroupingError("a group needs at least one layer (PLAN-TENSOR-1)")
     per_block = bytes_per_block(groups)
     if not groups:
         return KVCachePlan((), memory_bytes, 0, 1, ())  # attention-free: the pool's null block only
+    if per_block <= 0:
+        raise GroupingError(f"the groups' pages add up to {per_block} bytes a block; a block needs some")
     num_blocks = memory_bytes // per_block
     tensors = []
     for g in groups:  # every group's tensors start at byte 0: a block ID has one owner
