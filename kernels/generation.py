@@ -212,8 +212,14 @@ def production_specs(
         ((req(Dr, 4, 8192),), 16, {"sliding_window": 1024}),
         ((req(Dr, 4, 300),), 1, {"sliding_window": 64}),
         ((req(D, 1, 4096), req(D, 1, 130), RequestSpec(PAD, 0, 0), RequestSpec(PAD, 0, 0)), 16, {}),
-        ((req(D, 1, 2048), req(D, 1, 300)), 128, {}),  # DeepSeek-style MLA: 128 query heads
-        ((req(D, 1, 2048), req(V, 3, 512)), 16, {"query_scale": 48.0}),  # logits past exp's range
+        # DeepSeek-style MLA: 128 query heads, decode alone (for decode-only backends) and in every mode
+        ((req(D, 1, 2048), req(D, 1, 300)), 128, {}),
+        ((req(D, 1, 2048), req(V, 4, 512), req(Dr, 4, 256), req(P, 16, 300), RequestSpec(PAD, 0, 0)), 128, {}),
+        ((req(D, 1, 1024), req(V, 3, 300), req(Dr, 4, 300)), 128, {"sliding_window": 128}),
+        # logits past exp's range (|q.k| * scale near 100): the row maximum must be subtracted
+        ((req(D, 1, 2048), req(V, 3, 512)), 16, {"query_scale": 48.0}),
+        ((req(D, 1, 1024), req(V, 4, 512), req(Dr, 4, 256), req(P, 16, 300)), 16, {"query_scale": 48.0}),
+        ((req(D, 1, 1024), req(V, 3, 300), req(Dr, 4, 300)), 16, {"sliding_window": 128, "query_scale": 48.0}),
     ]
     specs = []
     for index, (requests, heads, extra) in enumerate(shapes):
