@@ -452,13 +452,15 @@ def plan(table: Mapping[str, KVCacheSpec], memory_bytes: int, *, hybrid: bool = 
 # -- capacity: what one request holds (informative; chapter PLAN's introduction) ------------
 
 
-def blocks_per_request(spec: KVCacheSpec, max_model_len: int, in_flight_tokens: int) -> int:
+def blocks_per_request(spec: KVCacheSpec, max_model_len: int, in_flight_tokens: int,
+                       dcp_world_size: int = 1) -> int:
     """Blocks one request of ``max_model_len`` tokens holds at most in a layer of ``spec``, with
     ``in_flight_tokens`` scheduled but not yet computed: a full-attention layer every token's
     block; a sliding window its window, the tokens kept below it and those in flight, plus one
     block for a window that starts mid-block; a chunked-local layer one chunk and those in
     flight; a state (Mamba, circular buffer) its state blocks; an encoder-only layer none
-    (vLLM 0.34.0's ``max_memory_usage_bytes`` of each kind, one DCP rank)."""
+    (vLLM 0.34.0's ``max_memory_usage_bytes`` of each kind, on one of ``dcp_world_size`` ranks:
+    a DCP-sharded full-attention layer holds its share of the tokens)."""
     def blocks(tokens: int) -> int:
         return -(-tokens // spec.block_size)
 
@@ -479,11 +481,47 @@ def blocks_per_request(spec: KVCacheSpec, max_model_len: int, in_flight_tokens: 
         return blocks(min(in_flight_tokens, max_model_len))
     if isinstance(spec, AttentionSpec) and type(spec).__name__ == "EncoderOnlyAttentionSpec":
         return 0
-    return blocks(max_model_len)
+    share = -(-max_model_len // dcp_world_size) if spec.dcp_sharded else max_model_len
+    return blocks(share)
 
 
-def request_blocks(groups: Sequence[PlanGroup], max_model_len: int, in_flight_tokens: int) -> list[int]:
+def request_blocks(groups: Sequence[PlanGroup], max_model_len: int, in_flight_tokens: int,
+                   dcp_world_size: int = 1) -> list[int]:
     """Per group, the blocks one request holds at most: the most any of its layers needs
     (every layer of a group shares its block IDs)."""
-    return [max(blocks_per_request(s, max_model_len, in_flight_tokens) for _, s in g.layer_specs)
+    return [max(blocks_per_request(s, max_model_len, in_flight_tokens, dcp_world_size) for _, s in g.layer_specs)
             for g in groups]
+
+
+# -- block tables under decode-context parallelism (informative) ----------------------------
+
+
+def tokens_per_block(spec: KVCacheSpec, dcp_world_size: int = 1) -> int:
+    """Tokens one block spans when DCP shards token positions over ``dcp_world_size`` ranks: a
+    DCP-sharded layer's block holds every rank's share (vLLM 0.34.0's
+    ``resolve_dcp_kv_block_size``); a replicated one (state layers) its own block size."""
+    return spec.block_size * (dcp_world_size if spec.dcp_sharded else 1)
+
+
+def block_table_width(spec: KVCacheSpec, max_model_len: int, dcp_world_size: int = 1) -> int:
+    """Block-table entries one request of ``max_model_len`` tokens needs in a layer of ``spec``
+    (vLLM 0.34.0's ``max_num_blocks_per_req``): a block per ``tokens_per_block`` tokens; a
+    Mamba layer its resident states (every position's in ``align`` mode, plus the speculative
+    ones); a ring one block; a HiSparse hot cache its fixed blocks. Members of one group need
+    one width (PLAN-TYPE-1 keeps them so)."""
+    if isinstance(spec, MambaSpec):
+        if spec.mamba_cache_mode == "align":
+            return -(-max_model_len // spec.block_size) + spec.num_speculative_blocks
+        return 1 + spec.num_speculative_blocks
+    if isinstance(spec, CircularBufferSpec):
+        return 1
+    if isinstance(spec, HiSparseHotSpec):
+        return spec.blocks_per_request
+    return -(-max_model_len // tokens_per_block(spec, dcp_world_size))
+
+
+def scheduler_block_size(groups: Sequence[PlanGroup], dcp_world_size: int = 1) -> int:
+    """The token granularity every group's blocks align to: the least common multiple of the
+    groups' tokens per block (vLLM 0.34.0's ``resolve_kv_cache_block_sizes``)."""
+    sizes = [tokens_per_block(g.layer_specs[0][1], dcp_world_size) for g in groups]
+    return math.lcm(*sizes) if sizes else 0

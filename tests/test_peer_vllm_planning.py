@@ -232,3 +232,30 @@ def test_hidden_states_wider_than_a_page_grow_the_other_groups():
 def test_no_layers_plan_no_group_and_the_null_block():
     p = planning.plan({}, 1 << 30)
     assert p.groups == () and p.tensors == () and p.num_blocks == 1
+
+
+# -- test_kv_cache_utils.py: test_uniform_type_spec_block_table_width_matches_layer_spec,
+#    test_resolve_dcp_kv_block_size_unwraps_uniform_type_specs -----------------------------
+
+
+def _mamba(**kw: object) -> MambaSpec:
+    args: dict[str, object] = {"block_size": 16, "shapes": ((2, 512), (3, 32, 32)),
+                               "dtypes": (KVDtype.FLOAT32, KVDtype.FLOAT32), "num_speculative_blocks": 2}
+    return MambaSpec(**{**args, **kw})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("spec", "dcp", "width"), [(mla(), 1, 64), (mla(), 2, 32), (_mamba(), 2, 3)],
+                         ids=["mla", "mla-dcp2", "mamba-dcp2"])
+def test_block_table_width_per_request(spec, dcp, width):
+    assert planning.block_table_width(spec, 1024, dcp) == width
+    (group,) = planning.plan_groups({"layer1": spec, "layer2": spec})
+    assert {planning.block_table_width(s, 1024, dcp) for _, s in group.layer_specs} == {width}
+
+
+def test_a_dcp_sharded_block_spans_every_ranks_share_and_a_state_block_does_not():
+    attention = full(num_kv_heads=1, dtype=KVDtype.FLOAT16)
+    mamba = MambaSpec(block_size=16, shapes=((1, 1),), dtypes=(KVDtype.FLOAT16,))
+    assert planning.tokens_per_block(attention, 4) == 64
+    assert planning.tokens_per_block(mamba, 4) == 16
+    groups = planning.plan_groups({"attention.0": attention, "mamba.0": mamba})
+    assert planning.scheduler_block_size(groups, 4) == 64

@@ -66,6 +66,8 @@ def register(subparsers: Any) -> None:
                    help="plan with the hybrid KV-cache manager off (PLAN-HYBRID-1)")
     p.add_argument("--max-model-len", type=int, default=8192, metavar="TOKENS",
                    help="request length for the per-request figures (default 8192)")
+    p.add_argument("--dcp", type=int, default=1, metavar="RANKS",
+                   help="decode-context-parallel ranks, for the block-table widths (default 1)")
     p.add_argument("--in-flight", type=int, default=None, metavar="TOKENS",
                    help="tokens scheduled but not yet computed, for windows (default: --max-model-len)")
     add_engine(p, required=False, what="also plan with this engine (e.g. vllm, vllm@/path/to/tree)")
@@ -116,8 +118,8 @@ def _group_row(names: Sequence[str], specs: Mapping[str, Any], merged: bool) -> 
             "pages": sorted({specs[n].page_size_bytes for n in names})}
 
 
-def reference_plan(table: Mapping[str, Any], memory: int, hybrid: bool, max_len: int, in_flight: int
-                   ) -> dict[str, Any]:
+def reference_plan(table: Mapping[str, Any], memory: int, hybrid: bool, max_len: int, in_flight: int,
+                   dcp: int = 1) -> dict[str, Any]:
     from kvcontract.reference import GroupingError, planning
 
     try:
@@ -125,13 +127,15 @@ def reference_plan(table: Mapping[str, Any], memory: int, hybrid: bool, max_len:
     except GroupingError as exc:
         return {"error": str(exc)}
     groups = []
-    for g, per_request in zip(planned.groups, planning.request_blocks(planned.groups, max_len, in_flight),
+    for g, per_request in zip(planned.groups, planning.request_blocks(planned.groups, max_len, in_flight, dcp),
                               strict=True):
         row = _group_row(g.layer_names, dict(g.layer_specs), g.spec is not None)
         row["bytes_per_block"] = planning.bytes_per_block([g])
         row["blocks_per_request"] = per_request
+        row["block_table_width"] = max(planning.block_table_width(s, max_len, dcp) for _, s in g.layer_specs)
         groups.append(row)
     return {"num_blocks": planned.num_blocks, "bytes_per_block": planned.bytes_per_block,
+            "scheduler_block_size": planning.scheduler_block_size(planned.groups, dcp),
             "used_bytes": planned.used_bytes, "groups": groups,
             "tensors": [{"layers": list(t.layer_names), "size": t.size_bytes} for t in planned.tensors]}
 
@@ -252,6 +256,10 @@ def render(title: str, plan: Mapping[str, Any], max_len: int, verbose: bool) -> 
         lines.append(f"  a request of {max_len} tokens holds {need} blocks across the groups "
                      f"({'+'.join(map(str, per_request)) if len(per_request) <= 8 else '...'}): "
                      f"{plan['num_blocks'] // need} such requests fit at once")
+    widths = sorted({g["block_table_width"] for g in groups if "block_table_width" in g})
+    if widths:
+        lines.append(f"  block-table entries per request: {'/'.join(map(str, widths))}; blocks align to "
+                     f"{plan['scheduler_block_size']} tokens")
     return lines
 
 
@@ -263,8 +271,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.table:
         raise UsageError("kvcontract plan: give a table (a real model's name, see --list, or a JSON file)")
-    if args.max_model_len < 1 or (args.in_flight is not None and args.in_flight < 0):
-        raise UsageError("kvcontract plan: --max-model-len must be >= 1 and --in-flight >= 0")
+    if args.max_model_len < 1 or (args.in_flight is not None and args.in_flight < 0) or args.dcp < 1:
+        raise UsageError("kvcontract plan: --max-model-len and --dcp must be >= 1 and --in-flight >= 0")
     writable_file(args.json, "--json")
     if args.engine:
         from kvcontract.conformance.engines.protocol import check_engine_name
@@ -278,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     in_flight = args.max_model_len if args.in_flight is None else args.in_flight
     print(f"kvcontract plan: {name} ({len(table)} layers; {origin}), budget {_size(args.memory)}, "
           f"hybrid manager {'on' if hybrid else 'off'}", flush=True)
-    ref = reference_plan(table, args.memory, hybrid, args.max_model_len, in_flight)
+    ref = reference_plan(table, args.memory, hybrid, args.max_model_len, in_flight, args.dcp)
     lines = render("reference", ref, args.max_model_len, args.verbose)
     out: dict[str, Any] = {"table": name, "memory": args.memory, "hybrid": hybrid, "reference": ref}
     failed = "error" in ref

@@ -79,7 +79,7 @@ PLAN_TABLE = Shape("plan-table", _plan_table, _sys_plan_table)
 
 _BUDGETS: dict[str, int] = {}
 _REFERENCE_PLANS: dict[tuple[str, bool], bool] = {}
-_PLANS_KEPT = 4096
+_PLANS_KEPT = 16384
 
 
 def budget_of(table: Mapping[str, KVCacheSpec]) -> int:

@@ -296,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reuse-reports", action="store_true",
                         help="keep the seeds already in the index for the same profile (resume a run)")
     parser.add_argument("--render-only", action="store_true", help="re-render docs/vllm-matrix.md only")
+    parser.add_argument("--update", action="store_true",
+                        help="re-check only --versions and keep every other release's results in the index")
     parser.add_argument("--date", help="date for the header (default: today, UTC)")
     args = parser.parse_args(argv)
     if args.render_only:
@@ -319,9 +321,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         for x in r["seeds"].values():
             x.pop("keys", None)  # the digest stands for them; what differs is in "unstable"
     checked = [v for v in versions if "skipped" not in results[v] and str(seeds[0]) in results[v]["seeds"]]
+    if args.update and previous:  # the releases not re-checked keep their entries
+        if previous.get("profile") != args.profile or list(previous.get("seeds", [])) != seeds:
+            parser.error("--update needs the profile and seeds of the index being updated "
+                         f"({previous.get('profile')}, {previous.get('seeds')})")
+        kept = [v for v in previous.get("checked", []) if v not in versions]
+        results = {**{v: previous["results"][v] for v in previous["results"] if v not in versions}, **results}
+        checked = sorted([*kept, *checked], key=version_key)
+        versions = sorted(results, key=version_key)
     index = {
         "command": (f"python3 scripts/vllm_matrix.py --versions {','.join(versions)} "
-                    f"--seeds {','.join(str(s) for s in seeds)} --profile {args.profile} --jobs {args.jobs}"),
+                    f"--seeds {','.join(str(s) for s in seeds)} --profile {args.profile} --jobs {args.jobs}"
+                    + (" --update" if args.update else "")),
         "date": args.date or datetime.datetime.now(datetime.UTC).date().isoformat(),
         "profile": args.profile, "seeds": seeds, "checked": checked,
         "not_checked": {v: r["skipped"] for v, r in results.items() if "skipped" in r},
