@@ -17,7 +17,7 @@ from typing import Any
 from kvcontract import reference
 from kvcontract.conformance.contract import strategies as strat
 from kvcontract.conformance.contract import systematic as sysm
-from kvcontract.conformance.contract.laws.common import describe, to_engine
+from kvcontract.conformance.contract.laws.common import describe, raised_signature, to_engine
 from kvcontract.conformance.contract.model import (
     Example,
     KitFailure,
@@ -231,21 +231,19 @@ def check_hybrid(engine: Engine, ex: Example) -> None:
         return
     answer = _plan(engine, ex, hybrid=False)
     memory = budget_of(table)
-    kinds = ex.kinds()
     if not _reference_plans(ex, hybrid=False):
         if not isinstance(answer, BaseException) and len(answer.groups) > _parts(table):
             raise Violation(f"with the hybrid manager off, planning answered {len(answer.groups)} groups for layers "
                             "that cannot form one", HybridPlan(memory, _parts(table), refuse=True),
-                            signature("hybrid-off-not-one-group", kinds))
+                            signature("hybrid-off-not-one-group"))
         return
     if isinstance(answer, BaseException):
         raise Violation(f"with the hybrid manager off, planning raised {describe(answer)}",
-                        PlanRaised(memory, hybrid=False),
-                        signature(f"hybrid-off-raised-{type(answer).__name__}", kinds)) from answer
+                        PlanRaised(memory, hybrid=False), raised_signature(answer, None, "hybrid-off-raised")) from answer
     if len(answer.groups) > _parts(table):
         raise Violation(f"with the hybrid manager off, planning made {len(answer.groups)} groups "
                         f"(at most {_parts(table)})", HybridPlan(memory, _parts(table)),
-                        signature("hybrid-off-not-one-group", kinds))
+                        signature("hybrid-off-not-one-group"))
     with_full = {n for part in reference.planning.sharding_parts(table)
                  if any(isinstance(s, reference.FullAttentionSpec) for s in part.values()) for n in part}
     kept = sorted(n for n, s in _layer_specs(answer).items() if isinstance(s, _LOCAL) and n in with_full)
@@ -265,15 +263,15 @@ def check_size(engine: Engine, ex: Example) -> None:
     if isinstance(answer, BaseException):
         if _reference_plans(ex) and ex.table:
             raise Violation(f"planning raised {describe(answer)}", PlanRaised(memory),
-                            signature(f"plan-raised-{type(answer).__name__}", ex.kinds())) from answer
+                            raised_signature(answer, None, "plan-raised")) from answer
         return
     sizes = sorted({t.size_bytes for t in answer.tensors})
     if len(sizes) > 1:
         raise Violation(f"the tensors have sizes {sizes}: not one backing allocation", PlanBacked(memory),
-                        signature("tensor-sizes-differ", ex.kinds()))
+                        signature("tensor-sizes-differ"))
     if sizes and sizes[0] > memory:
         raise Violation(f"the backing allocation of {sizes[0]} bytes exceeds the budget of {memory}",
-                        PlanBacked(memory), signature("over-budget", ex.kinds()))
+                        PlanBacked(memory), signature("over-budget"))
     specs = _layer_specs(answer)
     for t in answer.tensors:
         if None in (t.offset, t.layer_stride, t.block_stride) or answer.num_blocks == 0 or not t.layer_names:
@@ -312,13 +310,13 @@ def check_used(engine: Engine, ex: Example) -> None:
             if _reference_plans(ex) else 0
         if 0 < per_block <= memory:
             raise Violation(f"no block planned; the budget of {memory} bytes buys {memory // per_block}",
-                            PlanUsed(memory), signature("budget-unused", ex.kinds()))
+                            PlanUsed(memory), signature("budget-unused"))
         return
     used = extent(engine, plan)
     per_block = used // plan.num_blocks
     if memory - used >= per_block:
         raise Violation(f"{plan.num_blocks} blocks of {per_block} bytes address {used} bytes and leave "
-                        f"{memory - used} of {memory} unused", PlanUsed(memory), signature("budget-unused", ex.kinds()))
+                        f"{memory - used} of {memory} unused", PlanUsed(memory), signature("budget-unused"))
 
 
 # -- PLAN-TENSOR-1 ----------------------------------------------------------------------------
