@@ -315,15 +315,80 @@ def _scaled(group: PlanGroup, scale: int) -> PlanGroup:
     return PlanGroup(group.layer_names, spec, tuple((n, spec or grow(s)) for n, s in group.layer_specs))
 
 
-def plan_groups(table: Mapping[str, KVCacheSpec], *, hybrid: bool = True) -> list[PlanGroup]:
+def approximate_gcd(values: Sequence[int], lower_bound: int = 1) -> int:
+    """The chunk ``d >= lower_bound`` that pads ``values`` up to multiples of ``d`` least (ties:
+    the larger ``d``): how many pattern repeats a packed group takes (PLAN-TYPE-1's packing)."""
+    low, high = max(1, lower_bound), max(values)
+    if low > high:
+        return low
+    return min(range(low, high + 1), key=lambda d: (sum((d - x % d) % d for x in values), -d))
+
+
+def _packed_groups(table: Mapping[str, KVCacheSpec]) -> list[PlanGroup]:
+    """Block-outermost packing of layers of different pages (vLLM 0.34.0's
+    ``_get_packed_kv_cache_groups``): layers in buckets of one type, first fit; a bucket whose
+    page sizes occur equally often is a repeating pattern and is split into groups of about
+    the same number of repeats (``approximate_gcd``, no fewer than the largest mixed pattern);
+    state buckets (Mamba, rings) are split to the states one block of the widest group holds.
+    Every group keeps its members' own specs."""
+    buckets: list[dict[str, KVCacheSpec]] = []
+    for name, spec in table.items():
+        bucket = next((b for b in buckets if is_uniform_type({**b, name: spec})), None)
+        if bucket is None:
+            buckets.append({name: spec})
+        else:
+            bucket[name] = spec
+    shaped = []
+    for bucket in buckets:
+        by_page: dict[int, list[str]] = {}
+        for name, spec in bucket.items():
+            by_page.setdefault(spec.page_size_bytes, []).append(name)
+        balanced = len({len(names) for names in by_page.values()}) == 1
+        shaped.append((bucket, by_page, balanced, max(len(names) for names in by_page.values())))
+    floor = max((most for _, by_page, balanced, most in shaped if balanced and len(by_page) > 1), default=0)
+    repeats = approximate_gcd([most for *_, balanced, most in shaped if balanced], floor) if floor else None
+
+    def count(balanced: bool, most: int) -> int:
+        return -(-most // repeats) if balanced and repeats else 1
+
+    def is_state(bucket: Mapping[str, KVCacheSpec]) -> bool:
+        first = next(iter(bucket.values()))
+        return isinstance(first, MambaSpec | CircularBufferSpec) or (
+            repeats is None and isinstance(first, SlidingWindowSpec))
+
+    def widest(by_page: Mapping[int, list[str]], n: int) -> int:
+        return sum(-(-len(names) // n) * page for page, names in by_page.items())
+
+    anchor = max(widest(by_page, len(bucket) if is_state(bucket) else count(balanced, most))
+                 for bucket, by_page, balanced, most in shaped)
+    groups = []
+    for bucket, by_page, balanced, most in shaped:
+        n = count(balanced, most)
+        if anchor and is_state(bucket):
+            per_block = max(anchor // next(iter(bucket.values())).page_size_bytes, 1)
+            n = max(n, -(-len(bucket) // per_block))
+        if n == 1:
+            groups.append(_per_member(bucket))
+            continue
+        pattern = list(zip(*by_page.values(), strict=False))
+        for i in range(n):
+            names = [name for repeat in pattern[i::n] for name in repeat]
+            groups.append(_per_member({name: bucket[name] for name in names}))
+    return groups
+
+
+def plan_groups(table: Mapping[str, KVCacheSpec], *, hybrid: bool = True,
+                block_outermost: bool = False) -> list[PlanGroup]:
     """Arrange the layers into KV-cache groups (chapters GROUP and PLAN).
 
     In order: no layers: no groups; with ``hybrid=False`` the local layers are promoted
     and each DCP sharding is one group (PLAN-HYBRID-1); layers that all merge: one merged group (GROUP-SHARE-1); layers
     of one type: one per-member group (PLAN-TYPE-1); otherwise hidden-state layers are set
-    apart (PLAN-HIDDEN-1), the others' pages unified (GROUP-PAGE-1), falling back to full
-    allocation where they cannot be (GROUP-MERGED-1), bucketed by merge and split into
-    groups of about equal size; the hidden-state layers come last, one group each.
+    apart (PLAN-HIDDEN-1); with ``block_outermost`` (every block holds all layers' pages side
+    by side) layers of several page sizes are packed (:func:`_packed_groups`); else the pages
+    are unified (GROUP-PAGE-1), falling back to full allocation where they cannot be
+    (GROUP-MERGED-1), bucketed by merge and split into groups of about equal size; the
+    hidden-state layers come last, one group each.
 
     raises: GroupingError
     post: sorted(n for g in __return__ for n in g.layer_names) == sorted(table)
@@ -342,6 +407,8 @@ def plan_groups(table: Mapping[str, KVCacheSpec], *, hybrid: bool = True) -> lis
         return [_per_member(table)]
     hidden = {n: s for n, s in table.items() if isinstance(s, HiddenStateCacheSpec)}
     rest = {n: s for n, s in table.items() if n not in hidden}
+    if block_outermost and rest and len({s.page_size_bytes for s in rest.values()}) > 1:
+        return [*_packed_groups(rest), *(_merged([n], [s]) for n, s in hidden.items())]
     try:
         unified = unify_page_sizes(rest)
     except GroupingError:
@@ -401,15 +468,20 @@ class KVCachePlan:
         return [self.num_blocks * g.block_size for g in self.groups]
 
 
-def bytes_per_block(groups: Sequence[PlanGroup]) -> int:
-    """PLAN-SIZE-1: the bytes one block ID costs: the largest group's pages (each rounded up
-    to its block-stride alignment), since every group's tensors start at the same byte and
-    a block ID belongs to one group at a time."""
-    return max((sum(round_up(s.page_size_bytes, s.block_stride_alignment or 1) for _, s in g.layer_specs)
-                for g in groups), default=0)
+def bytes_per_block(groups: Sequence[PlanGroup], block_outermost: bool = False) -> int:
+    """PLAN-SIZE-1: the bytes one block ID costs: the largest group's pages, since every group's
+    tensors start at the same byte and a block ID belongs to one group at a time; layer-outermost,
+    each page rounded up to its block-stride alignment; block-outermost, the packed block
+    rounded up to every alignment at once."""
+    if not block_outermost:
+        return max((sum(round_up(s.page_size_bytes, s.block_stride_alignment or 1) for _, s in g.layer_specs)
+                    for g in groups), default=0)
+    largest = max((sum(s.page_size_bytes for _, s in g.layer_specs) for g in groups), default=0)
+    alignment = math.lcm(*(s.block_stride_alignment or 1 for g in groups for _, s in g.layer_specs))
+    return round_up(largest, alignment) if largest else 0
 
 
-def size_plan(groups: Sequence[PlanGroup], memory_bytes: int) -> KVCachePlan:
+def size_plan(groups: Sequence[PlanGroup], memory_bytes: int, block_outermost: bool = False) -> KVCachePlan:
     """PLAN-SIZE-1 and PLAN-TENSOR-1: as many blocks as the budget buys, and per group one
     tensor per distinct layer spec, holding that spec's layers.
 
@@ -420,7 +492,7 @@ def size_plan(groups: Sequence[PlanGroup], memory_bytes: int) -> KVCachePlan:
         raise GroupingError(f"the memory budget must be >= 0 bytes, got {memory_bytes}")
     if any(not g.layer_specs for g in groups):
         raise GroupingError("a group needs at least one layer (PLAN-TENSOR-1)")
-    per_block = bytes_per_block(groups)
+    per_block = bytes_per_block(groups, block_outermost)
     if not groups:
         return KVCachePlan((), memory_bytes, 0, 1, ())  # attention-free: the pool's null block only
     if per_block <= 0:
@@ -433,20 +505,26 @@ def size_plan(groups: Sequence[PlanGroup], memory_bytes: int) -> KVCachePlan:
             by_spec.setdefault(spec, []).append(name)
         offset = 0
         for spec, names in by_spec.items():
-            stride = round_up(spec.page_size_bytes, spec.block_stride_alignment or 1)
-            tensors.append(PlanTensor(tuple(names), per_block * num_blocks, spec.page_size_bytes,
-                                      offset, stride * num_blocks, stride))
+            page = spec.page_size_bytes
+            if block_outermost:  # each block: every layer's page side by side
+                tensors.append(PlanTensor(tuple(names), per_block * num_blocks, page, offset, page, per_block))
+                offset += len(names) * page
+                continue
+            stride = round_up(page, spec.block_stride_alignment or 1)
+            tensors.append(PlanTensor(tuple(names), per_block * num_blocks, page, offset, stride * num_blocks, stride))
             offset += len(names) * stride * num_blocks
     return KVCachePlan(tuple(groups), memory_bytes, per_block, num_blocks, tuple(tensors))
 
 
-def plan(table: Mapping[str, KVCacheSpec], memory_bytes: int, *, hybrid: bool = True) -> KVCachePlan:
+def plan(table: Mapping[str, KVCacheSpec], memory_bytes: int, *, hybrid: bool = True,
+         block_outermost: bool = False) -> KVCachePlan:
     """The reference's plan of ``table`` within ``memory_bytes`` (chapter PLAN).
 
     raises: GroupingError
     post: sorted(n for t in __return__.tensors for n in t.layer_names) == sorted(table)
     """
-    return size_plan(plan_groups(table, hybrid=hybrid), memory_bytes)
+    return size_plan(plan_groups(table, hybrid=hybrid, block_outermost=block_outermost), memory_bytes,
+                     block_outermost)
 
 
 # -- capacity: what one request holds (informative; chapter PLAN's introduction) ------------

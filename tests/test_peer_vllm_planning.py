@@ -16,6 +16,7 @@ import pytest
 from kvcontract import reference
 from kvcontract.reference import (
     ChunkedLocalAttentionSpec,
+    CircularBufferSpec,
     FullAttentionSpec,
     GroupingError,
     HiddenStateCacheSpec,
@@ -259,3 +260,33 @@ def test_a_dcp_sharded_block_spans_every_ranks_share_and_a_state_block_does_not(
     assert planning.tokens_per_block(mamba, 4) == 16
     groups = planning.plan_groups({"attention.0": attention, "mamba.0": mamba})
     assert planning.scheduler_block_size(groups, 4) == 64
+
+
+# -- test_packed_groups_glm5_like_hybrid ---------------------------------------------------
+
+
+def test_a_glm5_like_hybrid_packs_its_pattern_into_block_outermost_groups():
+    table: dict[str, object] = {}
+    for i in range(11):
+        table[f"layers.{i}.attn"] = MLAAttentionSpec(block_size=1024, num_kv_heads=1, head_size=576,
+                                                     dtype=KVDtype.BFLOAT16, block_stride_alignment=32 * 576 * 2)
+        table[f"layers.{i}.indexer"] = MLAAttentionSpec(block_size=1024, num_kv_heads=1, head_size=132,
+                                                        dtype=KVDtype.UINT8, tokens_per_state=4,
+                                                        block_stride_alignment=64 * 132)
+        table[f"layers.{i}.tail"] = CircularBufferSpec(block_size=4, num_kv_heads=2, head_size=128, head_size_v=0,
+                                                       dtype=KVDtype.BFLOAT16)
+    for i in range(34):
+        table[f"layers.{i}.kda"] = MambaSpec(shapes=((3, 6144), (16, 128, 128)),
+                                             dtypes=(KVDtype.BFLOAT16, KVDtype.FLOAT32), block_size=1024)
+    p = planning.plan(table, 2 * 1024**3, block_outermost=True)  # type: ignore[arg-type]
+    kinds = [{type(s).__name__ for _, s in g.layer_specs} for g in p.groups]
+    assert all(g.spec is None for g in p.groups)  # every packed group keeps its members' specs
+    attention = [g for g, k in zip(p.groups, kinds, strict=True) if k == {"MLAAttentionSpec"}]
+    rings = [g for g, k in zip(p.groups, kinds, strict=True) if k == {"CircularBufferSpec"}]
+    mamba = [g for g, k in zip(p.groups, kinds, strict=True) if k == {"MambaSpec"}]
+    assert [len(g.layer_names) for g in attention] == [22] and [len(g.layer_names) for g in rings] == [11]
+    # 11 x (1.18 MB MLA + 34 KB indexer) per block holds 12 float32 KDA states: 34 states in 3 groups
+    assert len(mamba) == 3 and sum(len(g.layer_names) for g in mamba) == 34
+    (stride,) = {t.block_stride for t in p.tensors}
+    assert stride % (32 * 576 * 2) == 0 and stride % (64 * 132) == 0
+    assert sum(len(t.layer_names) for t in p.tensors) == len(table)

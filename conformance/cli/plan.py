@@ -62,6 +62,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--list", action="store_true", help="list the real model tables and exit")
     p.add_argument("--memory", type=parse_bytes, default=parse_bytes("8GiB"), metavar="SIZE",
                    help="the KV-cache memory budget (default 8GiB; e.g. 512MiB, 80GB, bytes)")
+    p.add_argument("--layout", choices=("layer-outermost", "block-outermost"), default="layer-outermost",
+                   help="cache layout: each layer's blocks contiguous (default), or each block all layers' "
+                        "pages side by side (layers of different pages then share blocks, packed)")
     p.add_argument("--hybrid-off", action="store_true",
                    help="plan with the hybrid KV-cache manager off (PLAN-HYBRID-1)")
     p.add_argument("--max-model-len", type=int, default=8192, metavar="TOKENS",
@@ -119,11 +122,11 @@ def _group_row(names: Sequence[str], specs: Mapping[str, Any], merged: bool) -> 
 
 
 def reference_plan(table: Mapping[str, Any], memory: int, hybrid: bool, max_len: int, in_flight: int,
-                   dcp: int = 1) -> dict[str, Any]:
+                   dcp: int = 1, block_outermost: bool = False) -> dict[str, Any]:
     from kvcontract.reference import GroupingError, planning
 
     try:
-        planned = planning.plan(dict(table), memory, hybrid=hybrid)
+        planned = planning.plan(dict(table), memory, hybrid=hybrid, block_outermost=block_outermost)
     except GroupingError as exc:
         return {"error": str(exc)}
     groups = []
@@ -140,7 +143,8 @@ def reference_plan(table: Mapping[str, Any], memory: int, hybrid: bool, max_len:
             "tensors": [{"layers": list(t.layer_names), "size": t.size_bytes} for t in planned.tensors]}
 
 
-def engine_plan_here(engine_name: str, table: Mapping[str, Any], memory: int, hybrid: bool) -> dict[str, Any]:
+def engine_plan_here(engine_name: str, table: Mapping[str, Any], memory: int, hybrid: bool,
+                     block_outermost: bool = False) -> dict[str, Any]:
     """The engine's plan, in this process (the worker's body)."""
     from kvcontract.conformance.engines.protocol import Planning, load_engine
 
@@ -151,7 +155,8 @@ def engine_plan_here(engine_name: str, table: Mapping[str, Any], memory: int, hy
     if problem:
         return {"error": problem}
     try:
-        planned = engine.plan_layers({n: engine.to_engine(s) for n, s in table.items()}, memory, hybrid=hybrid)
+        planned = engine.plan_layers({n: engine.to_engine(s) for n, s in table.items()}, memory, hybrid=hybrid,
+                                     block_outermost=block_outermost)
     except Exception as exc:  # noqa: BLE001 - the engine's refusal is the answer
         return {"engine": f"{engine.name} {engine.version}", "error": f"{type(exc).__name__}: {exc}"}
     groups = []
@@ -164,11 +169,12 @@ def engine_plan_here(engine_name: str, table: Mapping[str, Any], memory: int, hy
 
 
 def engine_plan(engine_name: str, table: Mapping[str, Any], memory: int, hybrid: bool,
-                timeout: float = ENGINE_TIMEOUT_S) -> dict[str, Any]:
+                timeout: float = ENGINE_TIMEOUT_S, block_outermost: bool = False) -> dict[str, Any]:
     """The engine's plan, from a worker process that may hang or crash (then an ``error``)."""
     from kvcontract.conformance.contract.codec import spec_to_json
 
     request = json.dumps({"engine": engine_name, "memory": memory, "hybrid": hybrid,
+                          "block_outermost": block_outermost,
                           "table": {n: spec_to_json(s) for n, s in table.items()}})
     env = {**os.environ, "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "ERROR")}
     try:
@@ -189,7 +195,8 @@ def _worker() -> int:
 
     request = json.loads(sys.stdin.read())
     table = {n: spec_from_json(s) for n, s in request["table"].items()}
-    print(json.dumps(engine_plan_here(request["engine"], table, request["memory"], request["hybrid"])))
+    print(json.dumps(engine_plan_here(request["engine"], table, request["memory"], request["hybrid"],
+                                      bool(request.get("block_outermost")))))
     return 0
 
 
@@ -285,8 +292,9 @@ def run(args: argparse.Namespace) -> int:
     hybrid = not args.hybrid_off
     in_flight = args.max_model_len if args.in_flight is None else args.in_flight
     print(f"kvcontract plan: {name} ({len(table)} layers; {origin}), budget {_size(args.memory)}, "
-          f"hybrid manager {'on' if hybrid else 'off'}", flush=True)
-    ref = reference_plan(table, args.memory, hybrid, args.max_model_len, in_flight, args.dcp)
+          f"hybrid manager {'on' if hybrid else 'off'}, {args.layout}", flush=True)
+    block_outermost = args.layout == "block-outermost"
+    ref = reference_plan(table, args.memory, hybrid, args.max_model_len, in_flight, args.dcp, block_outermost)
     lines = render("reference", ref, args.max_model_len, args.verbose)
     out: dict[str, Any] = {"table": name, "memory": args.memory, "hybrid": hybrid, "reference": ref}
     failed = "error" in ref
@@ -294,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(lines), flush=True)
         lines = []
         print(f"planning with {args.engine} in a worker ...", file=sys.stderr, flush=True)
-        eng = engine_plan(args.engine, table, args.memory, hybrid)
+        eng = engine_plan(args.engine, table, args.memory, hybrid, block_outermost=block_outermost)
         out["engine"] = eng
         lines += render(f"engine ({eng.get('engine', args.engine)})", eng, args.max_model_len, args.verbose)
         diffs = differences(ref, eng)

@@ -181,14 +181,14 @@ class Planning(Protocol):
     """An adapter that drives its engine's planner (optional; chapter PLAN).
 
     ``plan_layers`` plans ``objs_by_layer`` within ``memory_bytes``, with the engine's
-    hybrid manager on or off; ``planning_unavailable()`` says why the planner cannot be
+    hybrid manager on or off, in a layer-outermost or block-outermost cache layout; ``planning_unavailable()`` says why the planner cannot be
     driven here (None: it can). ``render_plan`` is snippet source calling the planner,
     ``render_plan_view`` source turning its result into ``(num_blocks, [(layer_names,
     size, offset, layer_stride, block_stride), ...], [(layer_names, spec), ...])``.
     """
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
-                    hybrid: bool = True) -> EnginePlan: ...
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan: ...
 
     def planning_unavailable(self) -> str | None: ...
 

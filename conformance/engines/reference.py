@@ -74,8 +74,9 @@ class ReferenceEngine:
 
     # -- planning (Planning) -----------------------------------------------------------
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
-                    hybrid: bool = True) -> EnginePlan:
-        return plan_of(reference.plan(dict(objs_by_layer), memory_bytes, hybrid=hybrid))
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
+        return plan_of(reference.plan(dict(objs_by_layer), memory_bytes, hybrid=hybrid,
+                                      block_outermost=block_outermost))
 
     def planning_unavailable(self) -> str | None:
         return None

@@ -81,7 +81,8 @@ class Defective(ReferenceEngine):
         return super().is_uniform(objs_by_layer)
 
     # -- planning ----------------------------------------------------------------------
-    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *, hybrid: bool = True) -> EnginePlan:
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *, hybrid: bool = True,
+                    block_outermost: bool = False) -> EnginePlan:
         """``plan-raises``: the planner refuses; ``plan:<mutant>``: that planning mutant's plan."""
         if self.defect == "plan-raises":
             raise ValueError("this planner never plans")
@@ -90,7 +91,7 @@ class Defective(ReferenceEngine):
 
             return load_mutant(self.defect.removeprefix("plan:")).plan_layers(objs_by_layer, memory_bytes,
                                                                                hybrid=hybrid)
-        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
 
     # -- grouping ----------------------------------------------------------------------
     def group_layers(self, objs_by_layer: Mapping[str, Any]) -> list[EngineGroup]:

@@ -28,14 +28,14 @@ class TypeByBase(Mutant):
     expected_clauses = ("PLAN-TYPE-1",)
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
-                    hybrid: bool = True) -> EnginePlan:
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
         table = dict(objs_by_layer)
         specs = list(table.values())
         if (len(specs) > 1 and not reference.is_uniform(table)
                 and all(isinstance(s, reference.FullAttentionSpec) for s in specs)
                 and len({s.block_size for s in specs}) == 1 and len({s.dcp_sharded for s in specs}) == 1):
             return plan_of(planning.size_plan([_per_member(table)], memory_bytes))
-        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
 
 
 @_register
@@ -49,19 +49,19 @@ class HiddenStateAbsorbed(Mutant):
     expected_clauses = ("PLAN-HIDDEN-1",)
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
-                    hybrid: bool = True) -> EnginePlan:
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
         table = dict(objs_by_layer)
         hidden = {n: s for n, s in table.items() if isinstance(s, reference.HiddenStateCacheSpec)}
         rest = {n: s for n, s in table.items() if n not in hidden}
         if not hidden or not rest:
-            return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+            return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
         groups = planning.plan_groups(rest, hybrid=hybrid)
         # the first group the hidden-state layers are of one type with (a full-attention group)
         host = next((i for i, g in enumerate(groups)
                      if all(planning.type_mismatch(s, h) is None for _, s in g.layer_specs for h in hidden.values())),
                     None)
         if len(groups) < 2 or host is None:
-            return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+            return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
         first = groups[host]
         widened = planning.PlanGroup((*first.layer_names, *hidden), None, (*first.layer_specs, *hidden.items()))
         return plan_of(planning.size_plan([*groups[:host], widened, *groups[host + 1:]], memory_bytes))
@@ -77,8 +77,8 @@ class HybridFlagIgnored(Mutant):
     expected_clauses = ("PLAN-HYBRID-1",)
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
-                    hybrid: bool = True) -> EnginePlan:
-        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=True)
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
+        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=True, block_outermost=block_outermost)
 
 
 @_register
@@ -91,7 +91,7 @@ class BlocksRoundedUp(Mutant):
     expected_clauses = ("PLAN-SIZE-1",)
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
-                    hybrid: bool = True) -> EnginePlan:
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
         planned = reference.plan(dict(objs_by_layer), memory_bytes, hybrid=hybrid)
         per_block = planned.bytes_per_block
         if per_block == 0 or memory_bytes % per_block == 0:
@@ -110,12 +110,12 @@ class BytesPerBlockSummed(Mutant):
     expected_clauses = ("PLAN-SIZE-2",)
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
-                    hybrid: bool = True) -> EnginePlan:
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
         groups = planning.plan_groups(dict(objs_by_layer), hybrid=hybrid)
         summed = sum(planning.bytes_per_block([g]) for g in groups)
         largest = planning.bytes_per_block(groups)
         if len(groups) < 2 or summed == largest:
-            return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+            return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
         planned = planning.size_plan(groups, memory_bytes * largest // summed)
         tensors = tuple(dataclasses.replace(t, size_bytes=summed * planned.num_blocks) for t in planned.tensors)
         return plan_of(dataclasses.replace(planned, tensors=tensors))
@@ -132,8 +132,8 @@ class TensorPerGroup(Mutant):
     expected_clauses = ("PLAN-TENSOR-1", "PLAN-SIZE-1")
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
-                    hybrid: bool = True) -> EnginePlan:
-        planned = super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid)
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
+        planned = super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
         tensors = []
         for g in planned.groups:
             own = [t for t in planned.tensors if set(t.layer_names) <= set(g.layer_names)]

@@ -5,6 +5,7 @@ retention), the hybrid manager on or off as asked."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -37,13 +38,23 @@ class VllmPlanning(VllmSnippets):
     }
     """What sizing reads beyond grouping, with the values that switch its options off."""
 
-    def _plan_values(self, hybrid: Any) -> dict[str, Any]:
+    def _plan_values(self, hybrid: Any, block_outermost: bool = False) -> dict[str, Any]:
         values = {p: v for p, v in self._config_values.items() if p != "attention_config"}
         values.update(self.PLAN_NEUTRAL)
         values[HYBRID_PATH] = not hybrid if isinstance(hybrid, bool) else hybrid
-        values.setdefault("cache_config.get_resolved_kv_cache_layout", self._neutral(
-            "cache_config.get_resolved_kv_cache_layout"))
+        values["cache_config.get_resolved_kv_cache_layout"] = (
+            self._block_outermost_layout() if block_outermost
+            else self._neutral("cache_config.get_resolved_kv_cache_layout"))
         return values
+
+    def _block_outermost_layout(self) -> Any:
+        """A function returning the release's block-outermost, block-compact ``KVCacheLayout``."""
+        try:
+            layouts = importlib.import_module(self.LAYOUT_MODULE).KVCacheLayout
+            layout = next(m for m in layouts if m.is_block_outermost and m.is_block_compact)
+        except (ImportError, StopIteration, AttributeError):
+            raise PlanningUnavailable(f"vllm {self.version} has no block-outermost KV-cache layout") from None
+        return lambda: layout
 
     @staticmethod
     def _tree(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -56,12 +67,12 @@ class VllmPlanning(VllmSnippets):
             node[leaf] = value
         return tree
 
-    def _plan_config(self, hybrid: bool) -> StrictConfig:
+    def _plan_config(self, hybrid: bool, block_outermost: bool = False) -> StrictConfig:
         def build(prefix: str, values: Mapping[str, Any]) -> StrictConfig:
             return StrictConfig(prefix, {k: build(f"{prefix}{k}.", v) if isinstance(v, dict) else v
                                          for k, v in values.items()})
 
-        return build("", self._tree(self._plan_values(hybrid)))
+        return build("", self._tree(self._plan_values(hybrid, block_outermost)))
 
     def planning_unavailable(self) -> str | None:
         """Why this release's planner cannot be driven here, or None."""
@@ -73,13 +84,13 @@ class VllmPlanning(VllmSnippets):
         return None
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
-                    hybrid: bool = True) -> EnginePlan:
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
         """The release's groups and KV-cache config of the layers within ``memory_bytes``."""
         problem = self.planning_unavailable()
         if problem:
             raise PlanningUnavailable(problem)
         planning: Any = self.planning
-        config = self._plan_config(hybrid)
+        config = self._plan_config(hybrid, block_outermost)
         try:
             groups = planning.get_kv_cache_groups(config, dict(objs_by_layer))
             kv_config = planning.get_kv_cache_config_from_groups(config, groups, memory_bytes)
