@@ -76,19 +76,28 @@ class VllmGrouping(VllmConversion):
         that switch its optional features off. Only the paths grouping was seen to
         read are set (:meth:`group_layers` learns them by trying); reading any other
         raises :class:`ConfigGap`."""
+        return self.strict_config(self._config_values)
+
+    @staticmethod
+    def config_tree(values: Mapping[str, Any]) -> dict[str, Any]:
+        """Dotted config paths -> nested dicts of their values."""
         tree: dict[str, Any] = {}
-        for path, value in self._config_values.items():
+        for path, value in values.items():
             node = tree
             *parents, leaf = path.split(".")
             for part in parents:
                 node = node.setdefault(part, {})
             node[leaf] = value
+        return tree
 
-        def build(prefix: str, values: Mapping[str, Any]) -> StrictConfig:
+    @classmethod
+    def strict_config(cls, values: Mapping[str, Any]) -> StrictConfig:
+        """A config giving exactly ``values`` (dotted paths); any other read raises :class:`ConfigGap`."""
+        def build(prefix: str, node: Mapping[str, Any]) -> StrictConfig:
             return StrictConfig(prefix, {k: build(f"{prefix}{k}.", v) if isinstance(v, dict) else v
-                                         for k, v in values.items()})
+                                         for k, v in node.items()})
 
-        return build("", tree)
+        return build("", cls.config_tree(values))
 
     def _learn(self, gap: ConfigGap) -> bool:
         """Add the neutral value of the path grouping read; False when there is none."""

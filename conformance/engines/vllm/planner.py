@@ -56,23 +56,8 @@ class VllmPlanning(VllmSnippets):
             raise PlanningUnavailable(f"vllm {self.version} has no block-outermost KV-cache layout") from None
         return lambda: layout
 
-    @staticmethod
-    def _tree(values: Mapping[str, Any]) -> dict[str, Any]:
-        tree: dict[str, Any] = {}
-        for path, value in values.items():
-            node = tree
-            *parents, leaf = path.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = value
-        return tree
-
     def _plan_config(self, hybrid: bool, block_outermost: bool = False) -> StrictConfig:
-        def build(prefix: str, values: Mapping[str, Any]) -> StrictConfig:
-            return StrictConfig(prefix, {k: build(f"{prefix}{k}.", v) if isinstance(v, dict) else v
-                                         for k, v in values.items()})
-
-        return build("", self._tree(self._plan_values(hybrid, block_outermost)))
+        return self.strict_config(self._plan_values(hybrid, block_outermost))
 
     def planning_unavailable(self) -> str | None:
         """Why this release's planner cannot be driven here, or None."""
@@ -103,8 +88,7 @@ class VllmPlanning(VllmSnippets):
         return EnginePlan(tuple(self._engine_groups(kv_config.kv_cache_groups)), int(kv_config.num_blocks), tensors)
 
     def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str:
-        values = self._plan_values(_Source(f"not ({hybrid_expr})"))
-        config = self._render_values(values)
+        config = self.render_values(self._plan_values(_Source(f"not ({hybrid_expr})")))
         return (f"(lambda config, table: get_kv_cache_config_from_groups(config, get_kv_cache_groups(config, "
                 f"dict(table)), {memory_expr}))({config}, {table_expr})")
 
@@ -112,20 +96,6 @@ class VllmPlanning(VllmSnippets):
         return (f"({plan_expr}.num_blocks, [(tuple(t.layers), t.size, t.offset, t.layer_stride, t.block_stride) "
                 f"for t in {plan_expr}.kv_cache_tensors], [(tuple(g.layer_names), g.kv_cache_spec) "
                 f"for g in {plan_expr}.kv_cache_groups])")
-
-    def _render_values(self, values: Mapping[str, Any]) -> str:
-        def value(v: Any) -> str:
-            if isinstance(v, _Source):
-                return v.text
-            if callable(v):  # the layout function
-                return (f"lambda: __import__({self.LAYOUT_MODULE!r}, fromlist=['x']).KVCacheLayout.{v().name}")
-            return repr(v)
-
-        def build(node: Mapping[str, Any]) -> str:
-            inner = ", ".join(f"{k}={build(v) if isinstance(v, dict) else value(v)}" for k, v in node.items())
-            return f"__import__('types').SimpleNamespace({inner})"
-
-        return build(self._tree(values))
 
 
 def _tensor_layers(tensor: Any) -> tuple[str, ...]:

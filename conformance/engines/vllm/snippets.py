@@ -69,25 +69,24 @@ class VllmSnippets(VllmGrouping):
 
     def render_config(self) -> str:
         """Source building :meth:`grouping_config` (the paths grouping reads) with SimpleNamespace."""
-        tree: dict[str, Any] = {}
-        for path in self._config_values:
-            node = tree
-            *parents, leaf = path.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = path
+        return self.render_values(self._config_values)
 
-        def value(path: str) -> str:
-            if self.NEUTRAL_CONFIG[path] == "LAYOUT":
-                name = self._config_values[path]().name
-                return (f"lambda: __import__({self.LAYOUT_MODULE!r}, fromlist=['x']).KVCacheLayout.{name}")
-            return repr(self._config_values[path])
+    def render_values(self, values: Mapping[str, Any]) -> str:
+        """Source building a config of ``values`` (dotted paths) with SimpleNamespace; a function
+        value is the layout function (:meth:`_layout`), an object with ``text`` its own source."""
+        def value(v: Any) -> str:
+            text = getattr(v, "text", None)
+            if isinstance(text, str):
+                return text
+            if callable(v):
+                return f"lambda: __import__({self.LAYOUT_MODULE!r}, fromlist=['x']).KVCacheLayout.{v().name}"
+            return repr(v)
 
-        def build(values: Mapping[str, Any]) -> str:
-            inner = ", ".join(f"{k}={build(v) if isinstance(v, dict) else value(v)}" for k, v in values.items())
+        def build(node: Mapping[str, Any]) -> str:
+            inner = ", ".join(f"{k}={build(v) if isinstance(v, dict) else value(v)}" for k, v in node.items())
             return f"__import__('types').SimpleNamespace({inner})"
 
-        return build(tree)
+        return build(self.config_tree(values))
 
     def render_group_layers(self, table_expr: str) -> str:
         return f"get_kv_cache_groups({self.render_config()}, dict({table_expr}))"
