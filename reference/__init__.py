@@ -31,16 +31,7 @@ from kvcontract.reference.merge import (
     merge,
     unify_page_sizes,
 )
-from kvcontract.reference.planning import (
-    KVCachePlan,
-    PlanGroup,
-    PlanTensor,
-    is_uniform_type,
-    plan,
-    plan_groups,
-    size_plan,
-    unify_hybrid,
-)
+from kvcontract.reference.planning import PlanGroup, is_uniform_type, plan_groups, unify_hybrid
 from kvcontract.reference.roles import (
     AnnotationRule,
     Role,
@@ -50,6 +41,7 @@ from kvcontract.reference.roles import (
     role_of,
     rule_of,
 )
+from kvcontract.reference.sizing import KVCachePlan, PlanTensor, plan, size_plan
 from kvcontract.reference.specs import (
     BASE_KINDS,
     CONTAINER_KINDS,

@@ -12,5 +12,5 @@ echo "== mypy (kvcontract.*, strict on the reference)"; .venv/bin/mypy
 echo "== crosshair (reference contracts, bounded)"
 timeout 900 .venv/bin/crosshair check --analysis_kind=PEP316 --per_condition_timeout=4 \
   --per_path_timeout=2 kvcontract.reference.merge kvcontract.reference.specs \
-  kvcontract.reference.dispatch kvcontract.reference.planning
+  kvcontract.reference.dispatch kvcontract.reference.planning kvcontract.reference.sizing
 echo "== pytest"; .venv/bin/python -m pytest -q "$@"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import textwrap
 from pathlib import Path
@@ -117,8 +118,12 @@ def test_each_mutant_fails_a_small_case_of_a_mode_it_touches() -> None:
         requests=(RequestSpec(Kind.VERIFY, 4, 39), RequestSpec(Kind.DECODE, 1, 33)),
         num_heads=2, kv_lora_rank=32, rope_dim=16, block_size=4, sliding_window=13, seed=5,
     )
-    batch = build_batch(spec)
+    shaped = {  # defects that only production shapes show: more than 16 heads, logits past exp's range
+        "heads-beyond-16-unwritten": dataclasses.replace(spec, num_heads=20),
+        "softmax-without-max": dataclasses.replace(spec, query_scale=48.0),
+    }
     for mutant in MUTANTS:
+        batch = build_batch(shaped.get(mutant.name, spec))
         assert not check_batch(MutantBackend(mutant), batch).passed, mutant.name
 
 

@@ -26,6 +26,7 @@ from kvcontract.reference import (
     SlidingWindowMLASpec,
     SlidingWindowSpec,
     planning,
+    sizing,
 )
 
 PAGE = 16 * 2 * 64 * 4 * 2
@@ -70,20 +71,20 @@ def tensors_of(planned: reference.KVCachePlan) -> list[tuple[list[str], int, int
 
 def test_uniform_layers_share_one_group_and_one_tensor():
     for kind in (full, swa):
-        p = planning.plan({"layer_1": kind(), "layer_2": kind()}, PAGE * 2 * 32)
+        p = sizing.plan({"layer_1": kind(), "layer_2": kind()}, PAGE * 2 * 32)
         assert p.num_blocks == 32
         assert groups_of(p) == [["layer_1", "layer_2"]]
         assert tensors_of(p) == [(["layer_1", "layer_2"], PAGE * 32 * 2, 0, PAGE * 32, PAGE)]
 
 
 def test_hybrid_off_plans_full_and_sliding_as_one_full_group():
-    p = planning.plan({"layer_1": full(), "layer_2": swa()}, PAGE * 2 * 32, hybrid=False)
+    p = sizing.plan({"layer_1": full(), "layer_2": swa()}, PAGE * 2 * 32, hybrid=False)
     assert p.num_blocks == 32 and groups_of(p) == [["layer_1", "layer_2"]]
     assert p.groups[0].spec == full(sliding_window=1)
 
 
 def test_hybrid_on_gives_each_kind_its_group_and_twice_the_blocks():
-    p = planning.plan({"layer_1": full(), "layer_2": swa()}, PAGE * 2 * 32)
+    p = sizing.plan({"layer_1": full(), "layer_2": swa()}, PAGE * 2 * 32)
     assert p.num_blocks == 64
     assert groups_of(p) == [["layer_1"], ["layer_2"]]
     assert [g.spec for g in p.groups] == [full(), swa()]
@@ -92,14 +93,14 @@ def test_hybrid_on_gives_each_kind_its_group_and_twice_the_blocks():
 
 def test_equal_size_groups_interleave_the_larger_kind():
     table = {"layer_1": full(), "layer_2": full(), **{f"layer_{i}": swa() for i in range(3, 7)}}
-    p = planning.plan(table, PAGE * 2 * 32)
+    p = sizing.plan(table, PAGE * 2 * 32)
     assert p.num_blocks == 32
     assert groups_of(p) == [["layer_1", "layer_2"], ["layer_3", "layer_5"], ["layer_4", "layer_6"]]
 
 
 def test_three_full_and_seven_sliding_pad_to_groups_of_three():
     table = {**{f"layer_{i}": full() for i in range(1, 4)}, **{f"layer_{i}": swa() for i in range(4, 11)}}
-    p = planning.plan(table, PAGE * 3 * 32)
+    p = sizing.plan(table, PAGE * 3 * 32)
     assert p.num_blocks == 32
     assert groups_of(p) == [["layer_1", "layer_2", "layer_3"], ["layer_4", "layer_7", "layer_10"],
                             ["layer_5", "layer_8"], ["layer_6", "layer_9"]]
@@ -108,28 +109,28 @@ def test_three_full_and_seven_sliding_pad_to_groups_of_three():
 
 def test_one_more_full_layer_than_sliding_keeps_two_groups():
     table = {**{f"layer_{i}": full() for i in range(1, 7)}, **{f"layer_{i}": swa() for i in range(7, 12)}}
-    p = planning.plan(table, PAGE * 6 * 32)
+    p = sizing.plan(table, PAGE * 6 * 32)
     assert p.num_blocks == 32
     assert groups_of(p) == [[f"layer_{i}" for i in range(1, 7)], [f"layer_{i}" for i in range(7, 12)]]
 
 
 def test_one_type_of_different_pages_is_one_per_member_group_packed_densely():
     table = {"layer_1": full(head_size=128), "layer_2": full(head_size=64)}
-    p = planning.plan(table, PAGE * 3 * 32)
+    p = sizing.plan(table, PAGE * 3 * 32)
     assert p.num_blocks == 32 and len(p.groups) == 1 and p.groups[0].spec is None
     assert tensors_of(p) == [(["layer_1"], PAGE * 32 * 3, 0, PAGE * 2 * 32, PAGE * 2),
                              (["layer_2"], PAGE * 32 * 3, PAGE * 2 * 32, PAGE * 32, PAGE)]
 
 
 def test_a_smaller_dividing_page_grows_its_block_size():
-    p = planning.plan({"layer_1": full(head_size=64), "layer_2": swa(head_size=32)}, PAGE * 32)
+    p = sizing.plan({"layer_1": full(head_size=64), "layer_2": swa(head_size=32)}, PAGE * 32)
     assert p.num_blocks == 32
     assert [g.spec for g in p.groups] == [full(head_size=64), swa(head_size=32, block_size=32)]
 
 
 def test_a_smaller_page_that_does_not_divide_is_padded():
     wide = swa(head_size=96)
-    p = planning.plan({"layer_1": full(head_size=64), "layer_2": wide}, PAGE * 2 * 32)
+    p = sizing.plan({"layer_1": full(head_size=64), "layer_2": wide}, PAGE * 2 * 32)
     assert p.num_blocks == 42
     assert [g.spec for g in p.groups] == [full(head_size=64, page_size_padded=wide.page_size_bytes), wide]
     assert {t.size_bytes for t in p.tensors} == {wide.page_size_bytes * 42}
@@ -231,7 +232,7 @@ def test_hidden_states_wider_than_a_page_grow_the_other_groups():
 
 
 def test_no_layers_plan_no_group_and_the_null_block():
-    p = planning.plan({}, 1 << 30)
+    p = sizing.plan({}, 1 << 30)
     assert p.groups == () and p.tensors == () and p.num_blocks == 1
 
 
@@ -248,18 +249,18 @@ def _mamba(**kw: object) -> MambaSpec:
 @pytest.mark.parametrize(("spec", "dcp", "width"), [(mla(), 1, 64), (mla(), 2, 32), (_mamba(), 2, 3)],
                          ids=["mla", "mla-dcp2", "mamba-dcp2"])
 def test_block_table_width_per_request(spec, dcp, width):
-    assert planning.block_table_width(spec, 1024, dcp) == width
+    assert sizing.block_table_width(spec, 1024, dcp) == width
     (group,) = planning.plan_groups({"layer1": spec, "layer2": spec})
-    assert {planning.block_table_width(s, 1024, dcp) for _, s in group.layer_specs} == {width}
+    assert {sizing.block_table_width(s, 1024, dcp) for _, s in group.layer_specs} == {width}
 
 
 def test_a_dcp_sharded_block_spans_every_ranks_share_and_a_state_block_does_not():
     attention = full(num_kv_heads=1, dtype=KVDtype.FLOAT16)
     mamba = MambaSpec(block_size=16, shapes=((1, 1),), dtypes=(KVDtype.FLOAT16,))
-    assert planning.tokens_per_block(attention, 4) == 64
-    assert planning.tokens_per_block(mamba, 4) == 16
+    assert sizing.tokens_per_block(attention, 4) == 64
+    assert sizing.tokens_per_block(mamba, 4) == 16
     groups = planning.plan_groups({"attention.0": attention, "mamba.0": mamba})
-    assert planning.scheduler_block_size(groups, 4) == 64
+    assert sizing.scheduler_block_size(groups, 4) == 64
 
 
 # -- test_packed_groups_glm5_like_hybrid ---------------------------------------------------
@@ -278,7 +279,7 @@ def test_a_glm5_like_hybrid_packs_its_pattern_into_block_outermost_groups():
     for i in range(34):
         table[f"layers.{i}.kda"] = MambaSpec(shapes=((3, 6144), (16, 128, 128)),
                                              dtypes=(KVDtype.BFLOAT16, KVDtype.FLOAT32), block_size=1024)
-    p = planning.plan(table, 2 * 1024**3, block_outermost=True)  # type: ignore[arg-type]
+    p = sizing.plan(table, 2 * 1024**3, block_outermost=True)  # type: ignore[arg-type]
     kinds = [{type(s).__name__ for _, s in g.layer_specs} for g in p.groups]
     assert all(g.spec is None for g in p.groups)  # every packed group keeps its members' specs
     attention = [g for g, k in zip(p.groups, kinds, strict=True) if k == {"MLAAttentionSpec"}]

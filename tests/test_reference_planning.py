@@ -23,6 +23,7 @@ from kvcontract.reference import (
     SlidingWindowMLASpec,
     SlidingWindowSpec,
     planning,
+    sizing,
 )
 
 TABLES = {t.name: t for t in load_tables("0.34.0")}
@@ -51,7 +52,7 @@ def test_the_reference_plans_every_real_table_as_vllm_does(name):
 @pytest.mark.parametrize("name", list(TABLES))
 @pytest.mark.parametrize("memory", [1 << 20, (8 << 30) + 13, 80 << 30])
 def test_plans_keep_the_chapters_invariants(name, memory):
-    p = planning.plan(TABLES[name].specs(), memory)
+    p = sizing.plan(TABLES[name].specs(), memory)
     assert p.used_bytes <= memory  # PLAN-SIZE-1
     assert memory - p.used_bytes < p.bytes_per_block  # PLAN-SIZE-2
     held = [n for t in p.tensors for n in t.layer_names]
@@ -82,18 +83,18 @@ def test_the_per_member_type_is_symmetric_and_role_driven():
 
 def test_a_request_holds_its_window_not_its_length():
     sliding = _attn(SlidingWindowSpec, sliding_window=128)
-    assert planning.blocks_per_request(sliding, 8192, 256) == -(-(127 + 256) // 16) + 1
-    assert planning.blocks_per_request(sliding, 64, 256) == 4 + 1  # never more than the request
-    assert planning.blocks_per_request(_attn(FullAttentionSpec), 8192, 256) == 512
+    assert sizing.blocks_per_request(sliding, 8192, 256) == -(-(127 + 256) // 16) + 1
+    assert sizing.blocks_per_request(sliding, 64, 256) == 4 + 1  # never more than the request
+    assert sizing.blocks_per_request(_attn(FullAttentionSpec), 8192, 256) == 512
     mamba = MambaSpec(block_size=16, shapes=((4, 256),), dtypes=(KVDtype.BFLOAT16,), num_speculative_blocks=2)
-    assert planning.blocks_per_request(mamba, 8192, 256) == 3
+    assert sizing.blocks_per_request(mamba, 8192, 256) == 3
 
 
 def test_a_budget_below_one_block_plans_no_block_and_a_negative_budget_is_refused():
-    p = planning.plan(TABLES["llama-3.1-8b"].specs(), 1000)
+    p = sizing.plan(TABLES["llama-3.1-8b"].specs(), 1000)
     assert p.num_blocks == 0 and p.used_bytes == 0
     with pytest.raises(reference.GroupingError, match="budget"):
-        planning.plan(TABLES["llama-3.1-8b"].specs(), -1)
+        sizing.plan(TABLES["llama-3.1-8b"].specs(), -1)
 
 
 # -- kvcontract plan --------------------------------------------------------------------------
@@ -160,7 +161,7 @@ def test_the_reference_plans_every_real_table_as_vllm_plans_it(hybrid, block_out
     for name, table in TABLES.items():
         specs = table.specs()
         try:
-            want = shape(planning.plan(specs, 8 << 30, hybrid=hybrid, block_outermost=block_outermost))
+            want = shape(sizing.plan(specs, 8 << 30, hybrid=hybrid, block_outermost=block_outermost))
         except reference.GroupingError:
             want = None
         try:

@@ -123,22 +123,22 @@ def _group_row(names: Sequence[str], specs: Mapping[str, Any], merged: bool) -> 
 
 def reference_plan(table: Mapping[str, Any], memory: int, hybrid: bool, max_len: int, in_flight: int,
                    dcp: int = 1, block_outermost: bool = False) -> dict[str, Any]:
-    from kvcontract.reference import GroupingError, planning
+    from kvcontract.reference import GroupingError, sizing
 
     try:
-        planned = planning.plan(dict(table), memory, hybrid=hybrid, block_outermost=block_outermost)
+        planned = sizing.plan(dict(table), memory, hybrid=hybrid, block_outermost=block_outermost)
     except GroupingError as exc:
         return {"error": str(exc)}
     groups = []
-    for g, per_request in zip(planned.groups, planning.request_blocks(planned.groups, max_len, in_flight, dcp),
+    for g, per_request in zip(planned.groups, sizing.request_blocks(planned.groups, max_len, in_flight, dcp),
                               strict=True):
         row = _group_row(g.layer_names, dict(g.layer_specs), g.spec is not None)
-        row["bytes_per_block"] = planning.bytes_per_block([g])
+        row["bytes_per_block"] = sizing.bytes_per_block([g])
         row["blocks_per_request"] = per_request
-        row["block_table_width"] = max(planning.block_table_width(s, max_len, dcp) for _, s in g.layer_specs)
+        row["block_table_width"] = max(sizing.block_table_width(s, max_len, dcp) for _, s in g.layer_specs)
         groups.append(row)
     return {"num_blocks": planned.num_blocks, "bytes_per_block": planned.bytes_per_block,
-            "scheduler_block_size": planning.scheduler_block_size(planned.groups, dcp),
+            "scheduler_block_size": sizing.scheduler_block_size(planned.groups, dcp),
             "used_bytes": planned.used_bytes, "groups": groups,
             "tensors": [{"layers": list(t.layer_names), "size": t.size_bytes} for t in planned.tensors]}
 

@@ -112,7 +112,7 @@ def budget_of(table: Mapping[str, KVCacheSpec]) -> int:
     key = repr(table)
     if key not in _BUDGETS:
         try:
-            per_block = reference.planning.bytes_per_block(reference.plan_groups(dict(table)))
+            per_block = reference.sizing.bytes_per_block(reference.plan_groups(dict(table)))
             _BUDGETS[key] = max(per_block * 7, 1 << 20) + 13
         except GroupingError:
             _BUDGETS[key] = (1 << 30) + 13
@@ -331,7 +331,7 @@ def check_used(engine: Engine, ex: Example) -> None:
         return
     memory = budget_of(dict(ex.table))
     if plan.num_blocks == 0:
-        per_block = reference.planning.bytes_per_block(reference.plan_groups(dict(ex.table))) \
+        per_block = reference.sizing.bytes_per_block(reference.plan_groups(dict(ex.table))) \
             if _reference_plans(ex) else 0
         if 0 < per_block <= memory:
             raise Violation(f"no block planned; the budget of {memory} bytes buys {memory // per_block}",

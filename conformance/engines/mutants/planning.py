@@ -10,7 +10,7 @@ from kvcontract import reference
 from kvcontract.conformance.engines.mutants.base import Mutant, _register
 from kvcontract.conformance.engines.protocol import EnginePlan, EngineTensor
 from kvcontract.conformance.engines.reference import plan_of
-from kvcontract.reference import KVCacheSpec, planning
+from kvcontract.reference import KVCacheSpec, planning, sizing
 
 
 def _per_member(table: Mapping[str, KVCacheSpec]) -> planning.PlanGroup:
@@ -34,7 +34,7 @@ class TypeByBase(Mutant):
         if (len(specs) > 1 and not reference.is_uniform(table)
                 and all(isinstance(s, reference.FullAttentionSpec) for s in specs)
                 and len({s.block_size for s in specs}) == 1 and len({s.dcp_sharded for s in specs}) == 1):
-            return plan_of(planning.size_plan([_per_member(table)], memory_bytes))
+            return plan_of(sizing.size_plan([_per_member(table)], memory_bytes))
         return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
 
 
@@ -64,7 +64,7 @@ class HiddenStateAbsorbed(Mutant):
             return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
         first = groups[host]
         widened = planning.PlanGroup((*first.layer_names, *hidden), None, (*first.layer_specs, *hidden.items()))
-        return plan_of(planning.size_plan([*groups[:host], widened, *groups[host + 1:]], memory_bytes))
+        return plan_of(sizing.size_plan([*groups[:host], widened, *groups[host + 1:]], memory_bytes))
 
 
 @_register
@@ -96,7 +96,7 @@ class BlocksRoundedUp(Mutant):
         per_block = planned.bytes_per_block
         if per_block == 0 or memory_bytes % per_block == 0:
             return plan_of(planned)
-        return plan_of(planning.size_plan(planned.groups, (memory_bytes // per_block + 1) * per_block))
+        return plan_of(sizing.size_plan(planned.groups, (memory_bytes // per_block + 1) * per_block))
 
 
 @_register
@@ -112,11 +112,11 @@ class BytesPerBlockSummed(Mutant):
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
                     hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
         groups = planning.plan_groups(dict(objs_by_layer), hybrid=hybrid)
-        summed = sum(planning.bytes_per_block([g]) for g in groups)
-        largest = planning.bytes_per_block(groups)
+        summed = sum(sizing.bytes_per_block([g]) for g in groups)
+        largest = sizing.bytes_per_block(groups)
         if len(groups) < 2 or summed == largest:
             return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
-        planned = planning.size_plan(groups, memory_bytes * largest // summed)
+        planned = sizing.size_plan(groups, memory_bytes * largest // summed)
         tensors = tuple(dataclasses.replace(t, size_bytes=summed * planned.num_blocks) for t in planned.tensors)
         return plan_of(dataclasses.replace(planned, tensors=tensors))
 
