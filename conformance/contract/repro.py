@@ -131,6 +131,23 @@ class GroupsOf(Call):
 
 
 @dataclasses.dataclass(frozen=True)
+class PlanOf(Call):
+    """The engine's plan of ``table`` within ``memory`` bytes (chapter PLAN)."""
+
+    memory: int
+    hybrid: bool = True
+    label = "planning"
+    promise = "these layers are planned"
+    uses_table = True
+
+    def source(self) -> str:
+        return f"_plan(table, {self.memory!r}, {self.hybrid!r})"
+
+    def show(self, var: str) -> str:
+        return f"_plan_view({var})"
+
+
+@dataclasses.dataclass(frozen=True)
 class RouteOf(Call):
     """The engine's routing of ``request``."""
 

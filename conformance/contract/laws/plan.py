@@ -19,7 +19,13 @@ from hypothesis import strategies as st
 from kvcontract import reference
 from kvcontract.conformance.contract import strategies as strat
 from kvcontract.conformance.contract import systematic as sysm
-from kvcontract.conformance.contract.laws.common import describe, raised_signature, to_engine
+from kvcontract.conformance.contract.expectations import Invalid
+from kvcontract.conformance.contract.laws.common import (
+    describe,
+    invalid_signature,
+    raised_signature,
+    to_engine,
+)
 from kvcontract.conformance.contract.model import (
     Example,
     KitFailure,
@@ -37,8 +43,9 @@ from kvcontract.conformance.contract.plan_expectations import (
     PlanUsed,
     TypeOfMembers,
 )
+from kvcontract.conformance.contract.repro import PlanOf
 from kvcontract.conformance.engines.protocol import Engine, EnginePlan, Planning
-from kvcontract.reference import GroupingError, KVCacheSpec
+from kvcontract.reference import GroupingError, InvalidSpec, KVCacheSpec
 from kvcontract.reference.planning import type_mismatch
 
 # -- the shape: layer tables as grouping draws them, hidden-state layers included ----------------
@@ -132,9 +139,12 @@ def _plan(engine: Engine, ex: Example, hybrid: bool = True) -> EnginePlan | Base
     if cached is not None and cached[0] is engine:
         return cached[1]
     objs = {n: to_engine(engine, s) for n, s in ex.table}
+    memory = budget_of(dict(ex.table))
     try:
-        answer: EnginePlan | BaseException = engine.plan_layers(objs, budget_of(dict(ex.table)),  # type: ignore[attr-defined]
-                                                                 hybrid=hybrid)
+        answer: EnginePlan | BaseException = engine.plan_layers(objs, memory, hybrid=hybrid)  # type: ignore[attr-defined]
+    except InvalidSpec as exc:  # the adapter read back a spec no valid spec can be: the engine's finding
+        raise Violation(f"planning returned an invalid spec: {exc}", Invalid(PlanOf(memory, hybrid), str(exc)),
+                        invalid_signature(exc, ex)) from exc
     except KitFailure:
         raise
     except Exception as exc:  # noqa: BLE001 - the engine's refusal, judged by the laws
