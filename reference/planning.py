@@ -98,8 +98,7 @@ def is_uniform_type(specs_by_layer: Mapping[str, KVCacheSpec]) -> bool:
     post: __return__ == (len(specs_by_layer) <= 1 or __return__)
     """
     specs = list(specs_by_layer.values())
-    return all(type_mismatch(specs[0], s) is None for s in specs[1:]) and (
-        len(specs) <= 1 or all(type_mismatch(s, specs[0]) is None for s in specs[1:]))
+    return all(type_mismatch(specs[0], s) is None for s in specs[1:])  # equalities: one pass suffices
 
 
 # -- groups ---------------------------------------------------------------------------------

@@ -216,7 +216,7 @@ def check_type(engine: Engine, ex: Example) -> None:
         names = list(g.member_specs)
         first = g.member_specs[names[0]]
         for n in names[1:]:
-            what = type_mismatch(first, g.member_specs[n]) or type_mismatch(g.member_specs[n], first)
+            what = type_mismatch(first, g.member_specs[n])
             if what is not None:
                 pair = (names[0], n)
                 raise Violation(f"per-member group {list(g.layer_names)} holds {pair[0]} and {n}, which differ "
