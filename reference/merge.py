@@ -267,9 +267,18 @@ def group_layers(specs_by_layer: Mapping[str, KVCacheSpec]) -> list[KVCacheGroup
         return []
     if is_uniform(specs_by_layer):
         return [KVCacheGroup(tuple(specs_by_layer), merge(list(specs_by_layer.values())))]
-    unified = unify_page_sizes(specs_by_layer)
+    buckets = merge_buckets(unify_page_sizes(specs_by_layer))
+    return [KVCacheGroup(tuple(names), merge(members)) for names, members in buckets]
+
+
+def merge_buckets(specs_by_layer: Mapping[str, KVCacheSpec]) -> list[tuple[list[str], list[KVCacheSpec]]]:
+    """Layers in buckets whose specs merge: each layer joins the first bucket it merges with,
+    in table order (GROUP-SHARE-1); ``(layer names, their specs)`` per bucket.
+
+    post: sorted(n for names, _ in __return__ for n in names) == sorted(specs_by_layer)
+    """
     buckets: list[tuple[list[str], list[KVCacheSpec]]] = []
-    for name, spec in unified.items():
+    for name, spec in specs_by_layer.items():
         for names, members in buckets:
             try:
                 merge([*members, spec])
@@ -280,4 +289,4 @@ def group_layers(specs_by_layer: Mapping[str, KVCacheSpec]) -> list[KVCacheGroup
             break
         else:
             buckets.append(([name], [spec]))
-    return [KVCacheGroup(tuple(names), merge(members)) for names, members in buckets]
+    return buckets

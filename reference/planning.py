@@ -18,10 +18,10 @@ from typing import Any
 
 from kvcontract.reference.merge import (
     GroupingError,
-    IncompatibleSpecs,
     full_allocation_form,
     is_uniform,
     merge,
+    merge_buckets,
     unify_page_sizes,
 )
 from kvcontract.reference.roles import Role, role_of
@@ -219,24 +219,6 @@ def _one_group(part: Mapping[str, KVCacheSpec]) -> PlanGroup:
     raise GroupingError("the layers of one sharding do not form one group (PLAN-HYBRID-1)")
 
 
-def _buckets(table: Mapping[str, KVCacheSpec]) -> list[tuple[list[str], list[KVCacheSpec]]]:
-    """Layers in buckets whose specs merge: each distinct spec joins the first bucket it
-    merges with, in table order (GROUP-SHARE-1)."""
-    buckets: list[tuple[list[str], list[KVCacheSpec]]] = []
-    for name, spec in table.items():
-        for names, members in buckets:
-            try:
-                merge([*members, spec])
-            except IncompatibleSpecs:
-                continue
-            names.append(name)
-            members.append(spec)
-            break
-        else:
-            buckets.append(([name], [spec]))
-    return buckets
-
-
 def _equal_groups(buckets: list[tuple[list[str], list[KVCacheSpec]]]) -> list[PlanGroup]:
     """Split buckets into groups of about equal size (the contract's free choice; the
     reference takes vLLM's: the smallest bucket's size, or the largest's when no bucket is
@@ -413,7 +395,7 @@ def plan_groups(table: Mapping[str, KVCacheSpec], *, hybrid: bool = True,
         if fallback is None:
             raise
         return [fallback]
-    groups = _equal_groups(_buckets(unified)) if unified else []
+    groups = _equal_groups(merge_buckets(unified)) if unified else []
     if hidden and groups:
         groups = _hidden_state_groups(groups, hidden)
     elif hidden:
