@@ -12,6 +12,7 @@ supervised worker (:mod:`kvcontract.conformance.run.tasks`) and in the pytest pl
 from __future__ import annotations
 
 import copy
+import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -28,7 +29,7 @@ from kvcontract.conformance.reports.check import ClauseRun, Mode, Record
 from kvcontract.conformance.reports.expectations import Expectations
 from kvcontract.conformance.run import verdicts
 from kvcontract.conformance.run.draws import neutralize_local_constants
-from kvcontract.conformance.run.worker import Emit, last_frame
+from kvcontract.conformance.run.worker import Emit, begin, last_frame
 
 PROFILES: dict[str, int] = {"quick": 0, "default": 100, "thorough": 1000}
 """Profile -> random examples per law after the systematic phase (quick: none;
@@ -63,12 +64,15 @@ class _Findings:
         self.models: dict[str, set[str]] = {}
         """Per signature, the real model tables that show it."""
 
-    def judge(self, engine: Engine, law_: Law, ex: Example, phase: str, emit: Emit | None) -> Violation | None:
+    def judge(self, engine: Engine, law_: Law, ex: Example, phase: str, emit: Emit | None,
+              facts: ExampleFacts | None = None) -> Violation | None:
+        """Judge ``ex``; ``facts``: what :func:`example_facts` knows of it (an enumerated
+        example, which several clauses share), else computed here."""
         self.examples += 1
-        self.pairs |= exercised([*ex.specs, *(s for _, s in ex.table)])
-        pristine = ex.to_json()  # an engine that writes into its inputs must not rewrite the witness
-        if emit is not None:
-            emit({"clause": law_.clause, "phase": phase, "example": pristine})
+        facts = facts or ExampleFacts.of(ex, encode=emit is not None)
+        self.pairs |= facts.pairs
+        pristine = facts.pristine  # an engine that writes into its inputs must not rewrite the witness
+        begin(emit, {"clause": law_.clause, "phase": phase}, pristine, facts.text)
         try:
             law_.check(engine, ex)
         except Violation as violation:
@@ -90,6 +94,37 @@ class _Findings:
                 f"{type(exc).__name__} at {last_frame(exc)}"
             self.errors.setdefault(key, (ex, exc))
         return None
+
+
+class ExampleFacts:
+    """What judging an example needs besides the engine: its JSON (the witness, as it was
+    before any engine saw it), that JSON's text (the worker's progress), the (kind, field)
+    pairs it exercises. The same for every clause that judges the example."""
+
+    __slots__ = ("pairs", "pristine", "text")
+
+    def __init__(self, pristine: dict[str, Any], text: str | None, pairs: frozenset[tuple[str, str]]) -> None:
+        self.pristine, self.text, self.pairs = pristine, text, pairs
+
+    @classmethod
+    def of(cls, ex: Example, *, encode: bool = True) -> ExampleFacts:
+        pristine = ex.to_json()
+        return cls(pristine, json.dumps(pristine, default=str) if encode else None,
+                   frozenset(exercised([*ex.specs, *(s for _, s in ex.table)])))
+
+
+_FACTS: dict[int, tuple[Example, ExampleFacts]] = {}
+"""Per enumerated example (by identity; the example is kept alive here): its facts."""
+
+
+def example_facts(ex: Example) -> ExampleFacts:
+    """:class:`ExampleFacts` of an enumerated example, computed once per worker."""
+    held = _FACTS.get(id(ex))
+    if held is None or held[0] is not ex:
+        if len(_FACTS) >= 1 << 17:
+            _FACTS.clear()
+        held = _FACTS[id(ex)] = (ex, ExampleFacts.of(ex))
+    return held[1]
 
 
 _SYSTEMATIC: dict[tuple[Any, Any], tuple[Example, ...]] = {}
@@ -159,7 +194,7 @@ def _shrink(engine: Engine, law_: Law, examples: int, seed_value: int, wanted: s
     @given(strategy)
     def probe(ex: Example) -> None:
         if emit is not None:
-            emit({"clause": law_.clause, "phase": "shrink", "example": ex.to_json()})
+            begin(emit, {"clause": law_.clause, "phase": "shrink"}, ex.to_json())
         pristine = copy.deepcopy(ex)
         try:
             law_.check(engine, ex)
@@ -237,7 +272,7 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
             findings.judge(engine, law_, ex, "model", emit)
         if law_.systematic is not None:
             for ex in systematic_examples(law_, domain):
-                findings.judge(engine, law_, ex, "systematic", emit)
+                findings.judge(engine, law_, ex, "systematic", emit, example_facts(ex))
         if law_.engine_examples is not None:
             for ex in law_.engine_examples(engine):
                 findings.judge(engine, law_, ex, "systematic", emit)
@@ -306,7 +341,6 @@ def replay_items(engine: Engine, items: Sequence[tuple[str, Mapping[str, Any]]],
     """:func:`replay_result` of each (clause, witness), one progress event each."""
     out: list[dict[str, Any]] = []
     for clause_id, witness in items:
-        if emit is not None:
-            emit({"clause": clause_id, "phase": "replay", "example": witness})
+        begin(emit, {"clause": clause_id, "phase": "replay"}, witness)
         out.append(replay_result(engine, law(str(clause_id)), witness))
     return out

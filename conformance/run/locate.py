@@ -34,7 +34,7 @@ from kvcontract.conformance.contract.laws.group import forget_groupings
 from kvcontract.conformance.contract.laws.plan import forget_plans
 from kvcontract.conformance.contract.model import Violation
 from kvcontract.conformance.engines.protocol import Engine, Locatable
-from kvcontract.conformance.run.worker import Emit
+from kvcontract.conformance.run.worker import Emit, begin
 
 WRONG_ANSWER_DECIDERS: tuple[str, ...] = ("merge",)
 """What decides a wrong answer for an engine that does not say (:class:`Locatable`)."""
@@ -269,8 +269,7 @@ def locate_items(engine: Engine, items: Sequence[Mapping[str, Any]], emit: Emit 
     out = []
     traces: dict[str, Traced] = {}  # one replay per clause and witness: modes and findings share them
     for item in items:
-        if emit is not None:
-            emit({"clause": item["clause"], "phase": "locate", "example": item["witness"]})
+        begin(emit, {"clause": item["clause"], "phase": "locate"}, item["witness"])
         try:
             out.append(locate(engine, roots, item, traces))
         except Exception as exc:  # noqa: BLE001 - one unreadable witness does not stop the rest

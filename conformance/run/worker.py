@@ -8,9 +8,13 @@ line's own process:
 
 - the supervisor sends one *task* at a time: a JSON line naming a function
   (``"package.module:function"``) and its JSON arguments;
-- the worker calls ``function(args, emit)``; ``emit(dict)`` reports progress
-  (for a law: the example being run, as a pinned witness), and the function's
-  return value (JSON) ends the task;
+- the worker calls ``function(args, emit)``; ``emit(dict)`` reports an event, and the
+  function's return value (JSON) ends the task. The example a task is about to run goes
+  through :func:`begin`: it is written to a shared memory slot (a file both processes
+  map, which outlives a killed or crashed worker) and sent as a progress event at most
+  every :data:`HEARTBEAT_EVERY_S` seconds. Sending one event per example cost a quick
+  check a fifth of its time (a pipe write each, read by the supervisor's thread);
+  the slot still names the example a hang or crash interrupted;
 - a task that exceeds its time limit, or stays silent longer than its
   per-example limit, is killed; a worker that dies (abort, segfault, exit) ends
   its task too. Either way the task's :class:`TaskResult` says what happened
@@ -35,9 +39,11 @@ import ctypes
 import dataclasses
 import importlib
 import json
+import mmap
 import os
 import queue
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -56,6 +62,13 @@ SUPERVISOR_ENV = "KVCONTRACT_SUPERVISOR_PID"
 """The supervisor's pid, as the worker's environment tells it (the parent it must die with)."""
 ORPHAN_POLL_S = 0.25
 _PR_SET_PDEATHSIG = 1
+SLOT_ENV = "KVCONTRACT_SLOT"
+"""The path of the file whose shared mapping holds the example being run (:func:`begin`)."""
+SLOT_BYTES = 1 << 22
+"""The slot's size: a header (task id, length) and one event line; a longer line is sent instead."""
+_SLOT_HEADER = struct.Struct("<qq")
+HEARTBEAT_EVERY_S = 0.2
+"""At most this long between two progress events of a task that keeps starting examples."""
 
 _spawner: concurrent.futures.ThreadPoolExecutor | None = None
 _spawner_lock = threading.Lock()
@@ -127,6 +140,8 @@ class Worker:
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._logdir = tempfile.TemporaryDirectory(prefix="kvcontract-worker-")
         self.log_path = Path(self._logdir.name) / "worker.log"
+        self.slot_path = Path(self._logdir.name) / "example.slot"
+        self._task_id = -1
         self.starts = 0
         self._next_id = 0
         self._stopped = False
@@ -143,6 +158,9 @@ class Worker:
         cmd = [sys.executable, *(["-O"] if self.optimized else []), "-m", "kvcontract.conformance.run.worker"]
         env = dict(self.env)
         env[SUPERVISOR_ENV] = str(os.getpid())
+        with self.slot_path.open("wb") as slot:  # sparse: zeros, no task's example
+            slot.truncate(SLOT_BYTES)
+        env[SLOT_ENV] = str(self.slot_path)
         if self.optimized:
             env["PYTHONOPTIMIZE"] = "1"
         else:
@@ -252,14 +270,14 @@ class Worker:
             if heartbeat is not None:
                 wait = min(wait, heartbeat)
             if wait <= 0:
-                return self._hung(start, _event_of(last_event), timeout, heartbeat, now >= deadline)
+                return self._hung(start, self._interrupted_event(task_id, last_event), timeout, heartbeat, now >= deadline)
             try:
                 raw = self._lines.get(timeout=wait)
             except queue.Empty:
                 now = time.monotonic()
-                return self._hung(start, _event_of(last_event), timeout, heartbeat, now >= deadline)
+                return self._hung(start, self._interrupted_event(task_id, last_event), timeout, heartbeat, now >= deadline)
             if raw is None:
-                return self._died(start, _event_of(last_event))
+                return self._died(start, self._interrupted_event(task_id, last_event))
             if raw.startswith(prefix):
                 last_event = raw
                 if on_event is not None:
@@ -276,6 +294,20 @@ class Worker:
                 return TaskResult("done", value=message["done"], last_event=_event_of(last_event), seconds=seconds)
             return TaskResult("raised", error=str(message.get("raised", "")), where=str(message.get("where", "")),
                               last_event=_event_of(last_event), seconds=seconds)
+
+    def _interrupted_event(self, task_id: int, last_line: bytes | None) -> Mapping[str, Any] | None:
+        """The event of task ``task_id`` that a hang or crash interrupted: the example its slot
+        holds (:func:`begin` writes it before each example), else its last event line."""
+        try:
+            with self.slot_path.open("rb") as slot:
+                owner, length = _SLOT_HEADER.unpack(slot.read(_SLOT_HEADER.size))
+                if owner == task_id and 0 < length <= SLOT_BYTES - _SLOT_HEADER.size:
+                    event = _event_of(slot.read(length))
+                    if event is not None:
+                        return event
+        except (OSError, ValueError, KeyError, struct.error):
+            pass  # no slot, or a torn one: the pipe's last event says what it can
+        return _event_of(last_line)
 
     def _stopped_result(self, start: float) -> TaskResult:
         return TaskResult("stopped", error="the run was interrupted; the worker was stopped",
@@ -318,6 +350,53 @@ def _event_of(raw: bytes | None) -> Mapping[str, Any] | None:
         return None
     event: Mapping[str, Any] = json.loads(raw)["event"]
     return event
+
+
+class TaskEmitter:
+    """What a task function gets as ``emit`` in a worker: each call sends an event line at once;
+    :meth:`begin` records the example about to run in the slot, sending it only as a heartbeat."""
+
+    def __init__(self, task_id: int, send: Callable[[str], None], slot: mmap.mmap | None) -> None:
+        self.task_id, self._send, self._slot = task_id, send, slot
+        self._last_sent = -HEARTBEAT_EVERY_S
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        self._send(event_line(self.task_id, event))
+
+    def begin(self, head: Mapping[str, Any], example_json: str) -> None:
+        fields = json.dumps(dict(head), default=str)[1:-1]
+        line = f'{_event_prefix(self.task_id)}{{{fields}{", " if fields else ""}"example": {example_json}}}}}'
+        now = time.monotonic()
+        data = line.encode()
+        if self._slot is not None and len(data) <= SLOT_BYTES - _SLOT_HEADER.size:
+            self._slot[_SLOT_HEADER.size:_SLOT_HEADER.size + len(data)] = data
+            self._slot[:_SLOT_HEADER.size] = _SLOT_HEADER.pack(self.task_id, len(data))
+            if now - self._last_sent < HEARTBEAT_EVERY_S:
+                return
+        self._last_sent = now
+        self._send(line)
+
+
+def begin(emit: Emit | None, head: Mapping[str, Any], example: Any, example_json: str | None = None) -> None:
+    """Report that the example ``example`` (JSON-able; ``example_json``: its JSON text, where
+    the caller has it) is about to run, with ``head`` (``clause``, ``phase``). In a worker, the
+    example goes to the slot that outlives a crash and is sent as a throttled heartbeat; any
+    other ``emit`` gets the whole event; None: nothing."""
+    if isinstance(emit, TaskEmitter):
+        emit.begin(head, example_json if example_json is not None else json.dumps(example, default=str))
+    elif emit is not None:
+        emit({**head, "example": example})
+
+
+def _open_slot() -> mmap.mmap | None:
+    path = os.environ.get(SLOT_ENV)
+    if not path:
+        return None
+    try:
+        with open(path, "r+b") as f:
+            return mmap.mmap(f.fileno(), SLOT_BYTES)
+    except (OSError, ValueError):
+        return None
 
 
 def _pump(stream: IO[bytes] | None, lines: queue.Queue[bytes | None]) -> None:
@@ -400,6 +479,7 @@ def serve() -> int:
     os.dup2(2, 1)  # fd 1 -> the log file the supervisor gave as stderr
     sys.stdout = sys.stderr
     lock = threading.Lock()
+    slot = _open_slot()
 
     def send(message: Mapping[str, Any] | str) -> None:
         text = message if isinstance(message, str) else json.dumps(message, default=str)
@@ -412,10 +492,7 @@ def serve() -> int:
             continue
         task = json.loads(raw)
         task_id = task["id"]
-
-        def emit(event: Mapping[str, Any], _id: int = task_id) -> None:
-            send(event_line(_id, event))
-
+        emit = TaskEmitter(task_id, send, slot)
         try:
             value = _resolve(task["call"])(task.get("args", {}), emit)
         except Exception as exc:  # noqa: BLE001 - the supervisor judges; the worker reports
@@ -426,7 +503,9 @@ def serve() -> int:
 
 
 if __name__ == "__main__":
-    status = serve()
+    # Serve from the module as imported by name, not from ``__main__``: task code tells this
+    # module's classes (TaskEmitter) by identity.
+    status = importlib.import_module("kvcontract.conformance.run.worker").serve()
     sys.stderr.flush()
     # Skip the interpreter's teardown: an engine's atexit hooks and module finalizers (torch,
     # vLLM) take seconds, and every answer has been flushed already.

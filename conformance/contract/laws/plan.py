@@ -11,7 +11,7 @@ least 1 MiB; where the reference cannot plan the table, 1 GiB and 13 bytes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
@@ -114,18 +114,50 @@ _REFERENCE_PLANS: dict[tuple[str, bool], bool] = {}
 _PLANS_KEPT = 16384
 
 
-def budget_of(table: Mapping[str, KVCacheSpec]) -> int:
+_KEYS: dict[int, tuple[Any, str]] = {}
+
+
+def table_key(table: Mapping[str, KVCacheSpec] | Sequence[tuple[str, KVCacheSpec]]) -> str:
+    """``repr`` of ``dict(table)``, what the plans are remembered by; computed once per table
+    object (an example's table is judged by six clauses, and its repr cost more than its plan)."""
+    held = _KEYS.get(id(table))
+    if held is None or held[0] is not table:
+        if len(_KEYS) > _PLANS_KEPT:
+            _KEYS.clear()
+        held = _KEYS[id(table)] = (table, repr(dict(table)))
+    return held[1]
+
+
+def budget_of(table: Mapping[str, KVCacheSpec] | Sequence[tuple[str, KVCacheSpec]]) -> int:
     """The kit's memory budget for ``table`` (see the module's docstring); remembered per table."""
-    key = repr(table)
+    key = table_key(table)
     if key not in _BUDGETS:
-        try:
-            per_block = reference.sizing.bytes_per_block(reference.plan_groups(dict(table)))
-            _BUDGETS[key] = max(per_block * 7, 1 << 20) + 13
-        except GroupingError:
+        groups = _reference_groups(table)
+        if isinstance(groups, GroupingError):
             _BUDGETS[key] = (1 << 30) + 13
+        else:
+            _BUDGETS[key] = max(reference.sizing.bytes_per_block(groups) * 7, 1 << 20) + 13
         if len(_BUDGETS) > _PLANS_KEPT:
             _BUDGETS.clear()
     return _BUDGETS[key]
+
+
+_GROUPS: dict[tuple[str, bool], tuple[reference.planning.PlanGroup, ...] | GroupingError] = {}
+
+
+def _reference_groups(table: Mapping[str, KVCacheSpec] | Sequence[tuple[str, KVCacheSpec]],
+                      hybrid: bool = True) -> tuple[reference.planning.PlanGroup, ...] | GroupingError:
+    """The reference's groups of ``table`` (:func:`~kvcontract.reference.plan_groups`), or its
+    refusal; remembered per table and mode (the budget and the reference's plan both start here)."""
+    key = (table_key(table), hybrid)
+    if key not in _GROUPS:
+        if len(_GROUPS) > _PLANS_KEPT:
+            _GROUPS.clear()
+        try:
+            _GROUPS[key] = tuple(reference.plan_groups(dict(table), hybrid=hybrid))
+        except GroupingError as exc:
+            _GROUPS[key] = exc
+    return _GROUPS[key]
 
 
 # -- the engine's plan, asked once per table and mode ---------------------------------------
@@ -134,12 +166,12 @@ _PLANS: dict[tuple[str, bool], tuple[Engine, EnginePlan | BaseException]] = {}
 
 
 def _plan(engine: Engine, ex: Example, hybrid: bool = True) -> EnginePlan | BaseException:
-    key = (repr(dict(ex.table)), hybrid)
+    key = (table_key(ex.table), hybrid)
     cached = _PLANS.get(key)
     if cached is not None and cached[0] is engine:
         return cached[1]
     objs = {n: to_engine(engine, s) for n, s in ex.table}
-    memory = budget_of(dict(ex.table))
+    memory = budget_of(ex.table)
     try:
         answer: EnginePlan | BaseException = engine.plan_layers(objs, memory, hybrid=hybrid)  # type: ignore[attr-defined]
     except InvalidSpec as exc:  # the adapter read back a spec no valid spec can be: the engine's finding
@@ -162,10 +194,13 @@ def forget_plans() -> None:
 
 def _reference_plans(ex: Example, hybrid: bool = True) -> bool:
     """Whether the reference plans the table (remembered per table and mode)."""
-    key = (repr(dict(ex.table)), hybrid)
+    key = (table_key(ex.table), hybrid)
     if key not in _REFERENCE_PLANS:
+        groups = _reference_groups(ex.table, hybrid)
         try:
-            reference.plan(dict(ex.table), budget_of(dict(ex.table)), hybrid=hybrid)
+            if isinstance(groups, GroupingError):
+                raise groups
+            reference.sizing.size_plan(groups, budget_of(ex.table))
             _REFERENCE_PLANS[key] = True
         except GroupingError:
             _REFERENCE_PLANS[key] = False
@@ -220,7 +255,7 @@ def check_type(engine: Engine, ex: Example) -> None:
             if what is not None:
                 pair = (names[0], n)
                 raise Violation(f"per-member group {list(g.layer_names)} holds {pair[0]} and {n}, which differ "
-                                f"in {what}", TypeOfMembers(budget_of(table), pair),
+                                f"in {what}", TypeOfMembers(budget_of(ex.table), pair),
                                 signature(_TYPE_OUTCOMES.get(what, "mixed-allocation"), _kinds(table, pair),
                                           [] if what == "block_size" else [what]))
 
@@ -247,7 +282,7 @@ def check_hidden(engine: Engine, ex: Example) -> None:
         if group.spec is None or not _hidden(group.spec) or others:
             form = "per-member" if group.spec is None else type(group.spec).__name__
             raise Violation(f"hidden-state layer {name} is in a group ({form}) with {others or 'no other layer'} "
-                            f"among {len(plan.groups)} groups", HiddenStateGroup(budget_of(table), name),
+                            f"among {len(plan.groups)} groups", HiddenStateGroup(budget_of(ex.table), name),
                             signature("hidden-state-not-alone", _kinds(table, group.layer_names)))
 
 
@@ -265,7 +300,7 @@ def check_hybrid(engine: Engine, ex: Example) -> None:
     if not table:
         return
     answer = _plan(engine, ex, hybrid=False)
-    memory = budget_of(table)
+    memory = budget_of(ex.table)
     if not _reference_plans(ex, hybrid=False):
         if not isinstance(answer, BaseException) and len(answer.groups) > _parts(table):
             raise Violation(f"with the hybrid manager off, planning answered {len(answer.groups)} groups for layers "
@@ -294,7 +329,7 @@ def check_hybrid(engine: Engine, ex: Example) -> None:
 def check_size(engine: Engine, ex: Example) -> None:
     table = dict(ex.table)
     answer = _plan(engine, ex)
-    memory = budget_of(table)
+    memory = budget_of(ex.table)
     if isinstance(answer, BaseException):
         if _reference_plans(ex) and ex.table:
             raise Violation(f"planning raised {describe(answer)}", PlanRaised(memory),
@@ -339,10 +374,11 @@ def check_used(engine: Engine, ex: Example) -> None:
     plan = _judged(engine, ex)
     if plan is None or not plan.tensors:
         return
-    memory = budget_of(dict(ex.table))
+    memory = budget_of(ex.table)
     if plan.num_blocks == 0:
-        per_block = reference.sizing.bytes_per_block(reference.plan_groups(dict(ex.table))) \
-            if _reference_plans(ex) else 0
+        groups = _reference_groups(ex.table)
+        per_block = reference.sizing.bytes_per_block(groups) \
+            if _reference_plans(ex) and not isinstance(groups, GroupingError) else 0
         if 0 < per_block <= memory:
             raise Violation(f"no block planned; the budget of {memory} bytes buys {memory // per_block}",
                             PlanUsed(memory), signature("budget-unused"))
@@ -362,7 +398,7 @@ def check_tensors(engine: Engine, ex: Example) -> None:
     if plan is None:
         return
     table = dict(ex.table)
-    memory = budget_of(table)
+    memory = budget_of(ex.table)
     held: dict[str, int] = {n: 0 for n in table}
     for t in plan.tensors:
         for n in t.layer_names:
