@@ -2,8 +2,9 @@
 
 A finding is evidence; the *defect* is the engine code that causes it. :func:`locate`
 replays a finding's witness in the normal interpreter (a supervised worker) with a
-tracer on the engine's own source files (:func:`engine_roots`), and answers one
-location per finding, mechanically:
+tracer on the engine's own source files (:func:`engine_roots`), active while the engine's
+operations run (the kit's own work between them untraced: tracing it made locating five
+times as slow as replaying), and answers one location per finding, mechanically:
 
 - the engine raised (``raised-X``, an error message judged by ERROR-MESSAGE-1): the
   innermost engine frame where that exception arose;
@@ -19,13 +20,14 @@ location per finding, mechanically:
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import dataclasses
 import json
 import linecache
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
@@ -33,7 +35,7 @@ from kvcontract.conformance.contract.laws import DERIVED, law
 from kvcontract.conformance.contract.laws.group import forget_groupings
 from kvcontract.conformance.contract.laws.plan import forget_plans
 from kvcontract.conformance.contract.model import Violation
-from kvcontract.conformance.engines.protocol import Engine, Locatable
+from kvcontract.conformance.engines.protocol import Engine, Locatable, Planning
 from kvcontract.conformance.run.worker import Emit, begin
 
 WRONG_ANSWER_DECIDERS: tuple[str, ...] = ("merge",)
@@ -85,18 +87,23 @@ class Tracer:
         return self._files[filename]
 
     def _frame(self, frame: FrameType, line: int, rel: str) -> Frame:
-        receiver = frame.f_locals.get("cls", frame.f_locals.get("self"))
+        code = frame.f_code
+        receiver = None
+        if code.co_argcount and code.co_varnames[0] in ("self", "cls"):  # f_locals only then: it copies them all
+            receiver = frame.f_locals.get(code.co_varnames[0])
         name = receiver.__name__ if isinstance(receiver, type) else type(receiver).__name__ if receiver is not None \
             else ""
-        return Frame(rel, line, frame.f_code.co_qualname, name, frame.f_code.co_filename)
+        return Frame(rel, line, code.co_qualname, name, code.co_filename)
 
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event != "call":
             return None
-        rel = self._relative(frame.f_code.co_filename)
+        filename = frame.f_code.co_filename
+        rel = self._files[filename] if filename in self._files else self._relative(filename)
         if rel is None:
             return None
         self.calls.append(self._frame(frame, frame.f_code.co_firstlineno, rel))
+        frame.f_trace_lines = False  # exceptions only: a line event per engine line cost most of a trace
         return self._local
 
     def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
@@ -116,6 +123,45 @@ class Tracer:
 
     def __exit__(self, *exc: object) -> None:
         sys.settrace(self._previous)
+
+    def traced(self, operation: Callable[..., Any]) -> Callable[..., Any]:
+        """``operation`` run under this tracer (and the code between two calls not)."""
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if sys.gettrace() == self._global:  # an operation calling another (a new bound method each time)
+                return operation(*args, **kwargs)
+            with self:
+                return operation(*args, **kwargs)
+        return run
+
+
+ENGINE_OPERATIONS = ("to_engine", "from_engine", "merge", "is_uniform", "group_layers", "page_size")
+"""The engine's operations (:class:`~kvcontract.conformance.engines.protocol.Engine`) a replay
+traces, with :class:`~kvcontract.conformance.engines.protocol.Planning`'s ``plan_layers``: the
+kit's own work between them (the reference's answers, most of a replay) runs untraced."""
+WHOLE_REPLAY_CHAPTERS = ("DISPATCH-",)
+"""Clauses whose engine code runs outside those operations (a router's calls): traced whole."""
+
+
+@contextlib.contextmanager
+def _operations_traced(engine: Engine, tracer: Tracer, clause: str) -> Iterator[None]:
+    """``tracer`` active while the engine's operations run (``engine``'s own attributes replaced
+    for the while), or around the whole replay for a clause in :data:`WHOLE_REPLAY_CHAPTERS`."""
+    if clause.startswith(WHOLE_REPLAY_CHAPTERS):
+        with tracer:
+            yield
+        return
+    names = [*ENGINE_OPERATIONS, *(("plan_layers",) if isinstance(engine, Planning) else ())]
+    patched = []
+    try:
+        for name in names:
+            if name in vars(engine):
+                continue  # an instance attribute already: left as it is, traced from its callers
+            setattr(engine, name, tracer.traced(getattr(engine, name)))
+            patched.append(name)
+        yield
+    finally:
+        for name in patched:
+            delattr(engine, name)
 
 
 def _outcome(signature: str) -> str:
@@ -215,7 +261,7 @@ def _trace(engine: Engine, roots: Sequence[str], clause: str, witness: Any) -> T
     violation: Violation | None = None
     forget_groupings()
     forget_plans()
-    with tracer:
+    with _operations_traced(engine, tracer, clause):
         try:
             law_.check(engine, copy.deepcopy(example))
         except Violation as v:
