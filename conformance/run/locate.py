@@ -32,6 +32,7 @@ from types import FrameType
 from typing import Any
 
 from kvcontract.conformance.contract.laws import DERIVED, law
+from kvcontract.conformance.contract.laws.dispatch import forget_routings
 from kvcontract.conformance.contract.laws.group import forget_groupings
 from kvcontract.conformance.contract.laws.plan import forget_plans
 from kvcontract.conformance.contract.model import Violation
@@ -261,6 +262,7 @@ def _trace(engine: Engine, roots: Sequence[str], clause: str, witness: Any) -> T
     violation: Violation | None = None
     forget_groupings()
     forget_plans()
+    forget_routings()
     with _operations_traced(engine, tracer, clause):
         try:
             law_.check(engine, copy.deepcopy(example))
