@@ -50,7 +50,9 @@ def _engine_groups(engine: Engine, table: tuple[tuple[str, KVCacheSpec], ...]) -
     """The members of each group the engine forms from ``table`` (none when it cannot group it)."""
     by_name = dict(table)
     try:
-        groups = engine.group_layers({n: engine.to_engine(s) for n, s in table})
+        from kvcontract.conformance.contract.laws.common import to_engine  # laws import this module
+
+        groups = engine.group_layers({n: to_engine(engine, s) for n, s in table})
     except Exception:  # noqa: BLE001 - a grouping failure is the GROUP laws' finding, judged there
         return []
     return [[by_name[n] for n in g.layer_names if n in by_name] for g in groups]

@@ -149,6 +149,16 @@ invocation the engine rejects (DISPATCH-NONCAUSAL-1, DISPATCH-UNIFORM-1)."""
 
 
 @runtime_checkable
+class FreshObjects(Protocol):
+    """An adapter whose ``to_engine`` builds a new engine object from the spec's field values on
+    every call and keeps no reference to the spec: the kit hands it its own spec, not a copy,
+    so the adapter can remember a conversion per spec object. Any other adapter is given a copy,
+    so that an engine cannot write into the kit's examples (MERGE-PURE-1 is its finding)."""
+
+    def builds_fresh_objects(self) -> bool: ...
+
+
+@runtime_checkable
 class RoutingEngine(Protocol):
     """An engine whose adapter can route attention invocations (optional).
 

@@ -25,7 +25,7 @@ from kvcontract.conformance.contract.model import (
     signature,
 )
 from kvcontract.conformance.contract.repro import Call, MergeOf
-from kvcontract.conformance.engines.protocol import Engine
+from kvcontract.conformance.engines.protocol import Engine, FreshObjects
 from kvcontract.reference import InvalidSpec, KVCacheSpec, Role, is_advisory, role_of
 
 
@@ -56,16 +56,29 @@ def raised_signature(exc: BaseException, kinds: Sequence[str] | None, prefix: st
     return signature(outcome, kinds)
 
 
+_FRESH: dict[int, tuple[Engine, bool]] = {}
+
+
+def fresh_objects(engine: Engine) -> bool:
+    """Whether ``engine``'s adapter builds fresh objects (:class:`FreshObjects`), asked once."""
+    held = _FRESH.get(id(engine))
+    if held is None or held[0] is not engine:
+        held = _FRESH[id(engine)] = (engine, isinstance(engine, FreshObjects) and bool(engine.builds_fresh_objects()))
+    return held[1]
+
+
 def to_engine(engine: Engine, spec: KVCacheSpec) -> Any:
-    """The engine's object for ``spec``. An adapter that hands over the spec itself (the
-    reference engines do) gets a copy handed on instead: an engine that writes into its inputs
-    must not rewrite the example, which later clauses judge again."""
+    """The engine's object for ``spec``, converted from a copy of it: the engine never holds
+    one of the kit's own specs (an adapter may hand the spec itself over, or wrap it), so an
+    engine that writes into its inputs cannot rewrite the example, which later clauses judge
+    again, nor the symbolic search's building blocks (CrossHair then could not replay a path).
+    A spec's fields are immutable values: a shallow copy is a separate spec. An adapter that
+    declares :class:`~kvcontract.conformance.engines.protocol.FreshObjects` gets the spec itself."""
     try:
-        obj = engine.to_engine(spec)
+        return engine.to_engine(spec if fresh_objects(engine) else copy.copy(spec))
     except Exception as exc:
         raise KitFailure(f"{engine.name} adapter could not convert {type(spec).__name__}: "
                          f"{describe(exc)}") from exc
-    return copy.copy(obj) if obj is spec else obj
 
 
 def engine_objects(engine: Engine, specs: Sequence[KVCacheSpec]) -> list[Any]:

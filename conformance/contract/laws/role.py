@@ -17,7 +17,7 @@ from kvcontract import reference
 from kvcontract.conformance.contract import shapes, surface
 from kvcontract.conformance.contract import systematic as sysm
 from kvcontract.conformance.contract.expectations import RoleFree, Unclassified
-from kvcontract.conformance.contract.laws.common import describe
+from kvcontract.conformance.contract.laws.common import describe, to_engine
 from kvcontract.conformance.contract.model import (
     Example,
     Law,
@@ -66,7 +66,7 @@ def _role_free_objects(engine: Engine, cls: type, fields: set[str]) -> Any:
         return surface.engine_objects_for(engine, cls).filter(_valid_by_contract)
     opaque = engine.engine_value_domains() if isinstance(engine, ValueIntrospectable) else {}
     drawn = {f.name: surface.field_strategy(cls, f, opaque) for f in dataclasses.fields(cls) if f.name in fields}
-    base_obj = engine.to_engine(base)
+    base_obj = to_engine(engine, base)  # never the kit's own spec (common.to_engine)
     if type(base_obj) is not cls:
         base_obj = cls(**{f.name: getattr(base_obj, f.name) for f in dataclasses.fields(type(base_obj))
                           if f.init and hasattr(base_obj, f.name)})

@@ -131,6 +131,11 @@ class VllmConversion(VllmDiscovery):
             return tuple(self._from_value(None, v) for v in value)
         return value
 
+    def builds_fresh_objects(self) -> bool:
+        """:class:`~kvcontract.conformance.engines.protocol.FreshObjects`: :meth:`to_engine`
+        constructs a vLLM object from the spec's (immutable) field values."""
+        return True
+
     def to_engine(self, spec: KVCacheSpec) -> Any:
         """A new engine object for ``spec`` (new on every call: the engine may write into it).
         The constructor's arguments are worked out once per spec object."""

@@ -49,6 +49,9 @@ class OperationStats(pydantic.BaseModel):
     features: int = 0
     """Distinct coverage features seen (kinds x fields exercised, shapes, outcomes)."""
     first_finding_s: float | None = None
+    replay_failures: int = 0
+    """Batches CrossHair could not replay (the same choices took another path): each is
+    diagnosed concretely and the group's path tree started afresh; the run goes on."""
 
     @property
     def name(self) -> str:

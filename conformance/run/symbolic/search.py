@@ -45,6 +45,7 @@ is CPU seconds of the worker (``--budget``) and/or a number of paths
 
 from __future__ import annotations
 
+import collections
 import functools
 import random
 import sys
@@ -61,6 +62,7 @@ from kvcontract.conformance.contract.laws import (
     SEARCHED_CLAUSES,
     law,
 )
+from kvcontract.conformance.contract.laws.common import to_engine
 from kvcontract.conformance.contract.model import (
     SEARCH_OPERATIONS,
     Example,
@@ -84,6 +86,7 @@ from kvcontract.conformance.run.symbolic.probes import (
     route_probe,
     uniform_probe,
 )
+from kvcontract.conformance.run.symbolic.replay import replay_failed
 from kvcontract.conformance.run.symbolic.report import (
     LiveReport,
     OperationStats,
@@ -102,6 +105,8 @@ FIRST_BATCH = 6
 """Paths per group in the first round: every group is tried early."""
 BATCH = 24
 """Paths per group and round at full weight."""
+RECENT_KEPT = 64
+"""Judged examples a group remembers, to diagnose a path CrossHair could not replay."""
 
 
 INFO_TASK = "kvcontract.conformance.run.symbolic.tasks:info_task"
@@ -129,6 +134,19 @@ class Group:
         self.weight = 1.0
         self.quiet_rounds = 0
         self.new_features = 0
+        self.recent: collections.deque[tuple[str, Example, tuple[str, ...] | None, Violation | None]] = \
+            collections.deque(maxlen=RECENT_KEPT)
+        """The last (clause, example, signatures, violation) judged: what a replay failure is
+        diagnosed from."""
+
+    def fresh_tree(self) -> None:
+        """A new path tree: what CrossHair could not replay is not searched again."""
+        from crosshair.statespace import RootNode
+
+        random_state = self.root._random
+        self.root = RootNode()
+        self.root._random = random_state
+        self.root.pathing_oracle = Proportional()  # type: ignore[assignment]
 
 
 class Search:
@@ -158,7 +176,7 @@ class Search:
         wanted = set(clauses) if clauses else SEARCHED_CLAUSES
         self.skips = {c: law(c).requires(engine) for c in SEARCHED_CLAUSES if c in wanted}
         self.active = {c for c, why in self.skips.items() if not why}
-        self.blocks = Blocks(self.domain, accepts=engine.to_engine)
+        self.blocks = Blocks(self.domain, accepts=lambda spec: to_engine(engine, spec))  # never the kit's own spec
         self.on_finding = on_finding
         self.on_stats = on_stats
         self.records: dict[tuple[str, str], Record] = {}
@@ -243,23 +261,33 @@ class Search:
 
     def _check(self, group: Group, clause: str, ex: Example) -> None:
         law_ = law(clause)
+        outcome: tuple[str, ...] | None = ()
+        seen: Violation | None = None
         try:
             law_.check(self.engine, ex)
         except Violation as violation:
+            outcome, seen = tuple(violation.signatures), violation
             violation.example = ex
             for sig in violation.signatures:
                 if (clause, sig) not in self.records:
                     self._record(group, law_, clause, sig, ex, violation)
         except Exception as exc:  # noqa: BLE001 - the kit could not judge: an error, not a finding
-            group.stats.kit_errors += 1
-            key = f"{clause}: {type(exc).__name__}: {exc}" if isinstance(exc, KitFailure) else \
-                f"{clause}: {type(exc).__name__} at {last_frame(exc)}"
-            if key not in self.errors:
-                self.errors[key] = Record(clause=clause, title=law_.title, level=law_.level,
-                                          mode=self.mode, status="error",
-                                          signature=f"kit-error:{type(exc).__name__}", phase="symbolic",
-                                          message=f"the kit could not judge an example: {key}",
-                                          where=last_frame(exc), witness=ex.to_json() or None)
+            outcome = None
+            self._kit_error(group, law_, clause, ex, exc)
+        finally:
+            group.recent.append((clause, ex, outcome, seen))
+
+    def _kit_error(self, group: Group, law_: Any, clause: str, ex: Example, exc: BaseException) -> None:
+        """The kit's own failure on ``ex``: one error record per cause, never a finding."""
+        group.stats.kit_errors += 1
+        key = f"{clause}: {type(exc).__name__}: {exc}" if isinstance(exc, KitFailure) else \
+            f"{clause}: {type(exc).__name__} at {last_frame(exc)}"
+        if key not in self.errors:
+            self.errors[key] = Record(clause=clause, title=law_.title, level=law_.level,
+                                      mode=self.mode, status="error",
+                                      signature=f"kit-error:{type(exc).__name__}", phase="symbolic",
+                                      message=f"the kit could not judge an example: {key}",
+                                      where=last_frame(exc), witness=ex.to_json() or None)
 
     def _record(self, group: Group, law_: Any, clause: str, sig: str, ex: Example, violation: Violation) -> None:
         seconds = round(time.process_time() - self.start_cpu, 3)
@@ -296,11 +324,16 @@ class Search:
             self._judge(group, Chooser(space))
             return PathOutcome(CallAnalysis(VerificationStatus.CONFIRMED))
 
+        from crosshair.util import NotDeterministic
+
         start = time.process_time()
         group.new_features = 0
-        result = explore_loop(options, group.root, run_path)
+        try:
+            result = explore_loop(options, group.root, run_path)
+            group.stats.exhausted = bool(result.exhausted)
+        except NotDeterministic as exc:  # an engine CrossHair cannot replay: diagnosed, never an abort
+            replay_failed(self, group, exc)
         group.stats.paths += options.stats.get("num_paths", 0)
-        group.stats.exhausted = bool(result.exhausted)
         group.stats.cpu_seconds = round(group.stats.cpu_seconds + time.process_time() - start, 3)
 
     def run(self, budget_s: float | None, iterations: int | None, stop_on_finding: bool = False) -> None:
