@@ -16,7 +16,8 @@ from kvcontract.conformance.engines.mutants import KNOWN_SURVIVORS, MUTANTS, loa
 from kvcontract.conformance.engines.protocol import EngineUnavailable, load_engine
 from kvcontract.conformance.engines.registry import resolve_engine
 from kvcontract.conformance.run.symbolic.blocks import Blocks
-from kvcontract.conformance.run.symbolic.search import OPERATIONS, Search, SearchError, run_symbolic
+from kvcontract.conformance.run.symbolic.search import OPERATIONS, Search, SearchError
+from kvcontract.conformance.run.symbolic.session import run_symbolic
 from kvcontract.reference import FullAttentionSpec, MambaSpec
 
 
@@ -93,7 +94,8 @@ def test_new_mutants_are_registered_with_their_gap():
 
 
 def test_cli_usage_errors():
-    for args in (["--ops", "frobnicate"], ["--kinds", "NoSuchSpec"], ["--clauses", "ROLE-COVER-1"]):
+    for args in (["--ops", "frobnicate"], ["--kinds", "NoSuchSpec"], ["--clauses", "ROLE-COVER-1"],
+                 ["--wall", "0"]):
         result = subprocess.run([sys.executable, "-m", "kvcontract.cli", "symbolic", "--engine", "reference",
                                  "--iterations", "5", *args], capture_output=True, text=True, timeout=120)
         assert result.returncode == 2, (args, result.stderr)
@@ -110,6 +112,26 @@ def test_report_written_as_found_and_complete(tmp_path):
     assert any(r["signature"].endswith(":non_causal") for r in data["records"])
     assert report.failing and all(s.rejected == 0 for s in report.searched)
     assert sum(s.paths for s in report.searched) == 300
+
+
+def test_the_wall_limit_ends_a_search_whose_cpu_budget_would_not_and_the_report_says_so():
+    """The default run must end within three minutes on a loaded machine, where a CPU budget
+    alone took 330 s: the wall limit (less its reserve) stops each mode's search first."""
+    import time
+
+    from kvcontract.conformance.run.symbolic.report import render
+    from kvcontract.conformance.run.symbolic.session import DEFAULT_WALL_S, WALL_RESERVE_S
+
+    assert DEFAULT_WALL_S <= 180
+    start = time.monotonic()
+    report = run_symbolic("reference", budget_s=1000.0, optimize="off", operations=["merge"],
+                          use_default_xfails=False, wall_s=WALL_RESERVE_S + 8)
+    took = time.monotonic() - start
+    assert report.complete and report.ended_by == {"normal": "wall"}, report.ended_by
+    assert took < WALL_RESERVE_S + 8, took  # the search stopped at the deadline, not at the budget
+    assert 0 < report.cpu_s["normal"] < 1000
+    text = render(report)
+    assert "ended by wall" in text and "CPU s" in text and "s wall in all" in text
 
 
 @pytest.mark.slow

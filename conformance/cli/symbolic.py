@@ -29,12 +29,8 @@ from kvcontract.conformance.contract.strategies import use_domain
 from kvcontract.conformance.engines.protocol import UnknownEngine
 from kvcontract.conformance.reports.expectations import check_xfails_options
 from kvcontract.conformance.run.symbolic.report import render
-from kvcontract.conformance.run.symbolic.search import (
-    DEFAULT_BUDGET_S,
-    OPERATIONS,
-    SearchError,
-    run_symbolic,
-)
+from kvcontract.conformance.run.symbolic.search import DEFAULT_BUDGET_S, OPERATIONS, SearchError
+from kvcontract.conformance.run.symbolic.session import DEFAULT_WALL_S, run_symbolic
 from kvcontract.usage import Interrupted, UsageError, interrupt_exit_code, interrupt_name
 
 
@@ -52,6 +48,10 @@ def register(subparsers: Any) -> None:
                              "is given; the modes run concurrently)")
     parser.add_argument("--iterations", type=int, default=None,
                         help="paths per mode: a budget that does not depend on machine load")
+    parser.add_argument("--wall", type=float, default=None, metavar="S",
+                        help=f"wall seconds for the whole run (default {DEFAULT_WALL_S:g} with the default budget, "
+                             "none with --budget or --iterations): each mode's search stops at its budget or "
+                             "short of this, whichever comes first")
     add_optimize(parser)
     parser.add_argument("--ops", default=",".join(OPERATIONS), help=f"subset of {','.join(OPERATIONS)}")
     parser.add_argument("--kinds", help="comma-separated spec kinds (default: every kind the engine has)")
@@ -87,8 +87,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--budget must be positive")
     if args.iterations is not None and args.iterations <= 0:
         raise UsageError("--iterations must be positive")
+    if args.wall is not None and args.wall <= 0:
+        raise UsageError("--wall must be positive")
     check_xfails_options(args.xfails, args.no_xfails)
-    budget = args.budget if args.budget is not None or args.iterations is not None else DEFAULT_BUDGET_S
+    explicit = args.budget is not None or args.iterations is not None
+    budget = args.budget if explicit else DEFAULT_BUDGET_S
+    wall = args.wall if args.wall is not None or explicit else DEFAULT_WALL_S
     signal.signal(signal.SIGTERM, _interrupted)  # a stopped run closes its workers, keeps its report
     progress = progress_printer(args.quiet)
     use_domain(args.domain)  # the search's workers inherit it: they draw from check's domain
@@ -96,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         report = run_symbolic(args.engine, budget_s=budget, iterations=args.iterations, optimize=args.optimize,
                               operations=ops, kinds=comma_list(args.kinds, "--kinds"), clauses=clauses,
                               xfails=args.xfails, use_default_xfails=not args.no_xfails, seed_value=args.seed,
-                              json_path=args.json, progress=progress)
+                              json_path=args.json, progress=progress, wall_s=wall)
     except SearchError as exc:
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt as exc:

@@ -94,7 +94,7 @@ def symbolic_operations(cls: type[Mutant]) -> list[str]:
 def symbolic_hunt(name: str, budget_s: float, progress: Progress | None = None) -> dict[str, Any]:
     """The symbolic search on mutant ``name`` to its first finding: the normal mode
     first, then (when it found nothing) ``python -O``."""
-    from kvcontract.conformance.run.symbolic.search import run_symbolic
+    from kvcontract.conformance.run.symbolic.session import run_symbolic
 
     ops = symbolic_operations(mutant_class(name))
     paths = 0
@@ -121,7 +121,7 @@ def run_symbolic_power(names: Sequence[str], *, budget_s: float = SYMBOLIC_BUDGE
                        seed_value: int = 0, progress: Progress | None = None) -> SymbolicPowerReport:
     """Property hunt (both modes) and symbolic hunt of every mutant in ``names``, and a
     symbolic control run on the reference."""
-    from kvcontract.conformance.run.symbolic.search import run_symbolic
+    from kvcontract.conformance.run.symbolic.session import run_symbolic
 
     start = time.perf_counter()
     prop = run_mutants(names, profile=profile, seed_value=seed_value, optimize="both", progress=progress)

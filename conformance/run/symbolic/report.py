@@ -76,6 +76,12 @@ class SymbolicReport(ReportHeader):
     """CPU seconds of search per mode (None: paths only)."""
     iterations: int | None
     """Paths per mode (None: seconds only)."""
+    wall_s: float | None = None
+    """Wall seconds for the whole run (None: no wall limit); the search stops short of it."""
+    ended_by: dict[str, str] = {}
+    """Per mode, what ended its search: ``budget``, ``paths``, ``wall``, ``exhausted``, ``finding``."""
+    cpu_s: dict[str, float] = {}
+    """Per mode, the CPU seconds its worker spent on the search (the wall time is ``summary.seconds``)."""
     operations: list[str]
     kinds: list[str] | None = None
     expectations: str | None = None
@@ -140,8 +146,9 @@ def render(report: SymbolicReport) -> str:
     """Per mode and operation group: paths, reached the engine, rejected; then each failure."""
     budget = " and ".join(x for x in (f"{report.budget_s:g} CPU s" if report.budget_s else "",
                                       f"{report.iterations} paths" if report.iterations else "") if x)
+    wall = f", {report.wall_s:g} s wall in all" if report.wall_s else ""
     lines = [f"kvcontract symbolic: {report.engine} {report.engine_version} "
-             f"(modes {'+'.join(report.modes)}, budget {budget or 'none'} per mode)"]
+             f"(modes {'+'.join(report.modes)}, budget {budget or 'none'} per mode{wall})"]
     if report.expectations:
         lines.append(f"expectations: {report.expectations}")
     header = (f"{'mode':<9} {'group':<36} {'paths':>6} {'engine':>6} {'rejected':>8} {'exhausted':>9} "
@@ -157,7 +164,10 @@ def render(report: SymbolicReport) -> str:
         reached = sum(s.reached_engine for s in rows)
         rejected = sum(s.rejected for s in rows)
         share = f"{100 * reached / paths:.0f}%" if paths else "-"
-        lines.append(f"{mode}: {paths} paths, {reached} reached the engine ({share}), {rejected} rejected before it")
+        spent = f"; {report.cpu_s[mode]:.1f} CPU s" if mode in report.cpu_s else ""
+        ended = f", ended by {report.ended_by[mode]}" if report.ended_by.get(mode) else ""
+        lines.append(f"{mode}: {paths} paths, {reached} reached the engine ({share}), {rejected} rejected "
+                     f"before it{spent}{ended}")
     for clause, why in sorted(report.skipped_clauses.items()):
         lines.append(f"skipped {clause}: {why}")
     counts = ", ".join(f"{n} {s}" for s, n in sorted(report.summary.counts.items())) or "no finding"

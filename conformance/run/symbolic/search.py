@@ -49,7 +49,6 @@ import collections
 import functools
 import random
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -57,7 +56,6 @@ from typing import Any
 from kvcontract.conformance.contract import strategies as strat
 from kvcontract.conformance.contract.laws import (
     CLAUSE_ORDER,
-    DERIVED,
     OPERATION_CLAUSES,
     SEARCHED_CLAUSES,
     law,
@@ -71,7 +69,7 @@ from kvcontract.conformance.contract.model import (
     domain_of,
 )
 from kvcontract.conformance.engines.protocol import Engine
-from kvcontract.conformance.reports.check import Mode, Record, optimize_modes, summarize
+from kvcontract.conformance.reports.check import Mode, Record
 from kvcontract.conformance.reports.expectations import Expectations
 from kvcontract.conformance.run import verdicts
 from kvcontract.conformance.run.execution import judge_expectations
@@ -88,13 +86,9 @@ from kvcontract.conformance.run.symbolic.probes import (
 )
 from kvcontract.conformance.run.symbolic.replay import replay_failed
 from kvcontract.conformance.run.symbolic.report import (
-    LiveReport,
     OperationStats,
-    Progress,
-    SymbolicReport,
 )
 from kvcontract.conformance.run.worker import last_frame
-from kvcontract.usage import interrupt_name
 
 OPERATIONS = SEARCH_OPERATIONS
 """The operation groups a run can select (``--ops``)."""
@@ -336,9 +330,11 @@ class Search:
         group.stats.paths += options.stats.get("num_paths", 0)
         group.stats.cpu_seconds = round(group.stats.cpu_seconds + time.process_time() - start, 3)
 
-    def run(self, budget_s: float | None, iterations: int | None, stop_on_finding: bool = False) -> None:
-        """Rounds over the live groups until the budget (CPU seconds of this process
-        and/or paths), exhaustion of every group, or (``stop_on_finding``) a failure."""
+    def run(self, budget_s: float | None, iterations: int | None, stop_on_finding: bool = False,
+            deadline: float | None = None) -> str:
+        """Rounds over the live groups until the budget (CPU seconds of this process and/or
+        paths), the ``deadline`` (``time.time()``), exhaustion of every group, or
+        (``stop_on_finding``) a failure; returns which: budget, paths, wall, exhausted, finding."""
         import crosshair.core_and_libs  # noqa: F401 - registers CrossHair's patches
 
         if not self._announced and self.on_finding is not None:
@@ -348,15 +344,18 @@ class Search:
         total = 0
         first = True
 
-        def spent() -> bool:
+        def spent() -> str:
             if budget_s is not None and time.process_time() - self.start_cpu >= budget_s:
-                return True
-            return iterations is not None and total >= iterations
+                return "budget"
+            if deadline is not None and time.time() >= deadline:
+                return "wall"
+            return "paths" if iterations is not None and total >= iterations else ""
 
         while not spent():
             live = [g for g in self.groups if not g.stats.exhausted]
             if not live:
-                break
+                self._report_stats()
+                return "exhausted"
             for group in live:
                 if spent():
                     break
@@ -374,127 +373,11 @@ class Search:
                     group.weight = max(0.25, group.weight / 2)
                 self._report_stats()
                 if stop_on_finding and any(r.status == "fail" for r in self.records.values()):
-                    return
+                    return "finding"
             first = False
         self._report_stats()
+        return spent() or "exhausted"
 
     def _report_stats(self) -> None:
         if self.on_stats is not None:
             self.on_stats([g.stats for g in self.groups])
-
-
-
-# -- the command line's side: supervised modes, one report written as findings come -------------
-
-
-def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S, iterations: int | None = None,
-                 optimize: str = "both", operations: Sequence[str] = OPERATIONS,
-                 kinds: Sequence[str] | None = None, clauses: Sequence[str] | None = None,
-                 xfails: str | None = None, use_default_xfails: bool = True, seed_value: int = 0,
-                 json_path: str | None = None, progress: Progress | None = None,
-                 stop_on_finding: bool = False) -> SymbolicReport:
-    """The search in one supervised worker per mode (``python -O`` for the optimized
-    one), concurrently. Raises :class:`SearchError` for an unknown kind or
-    operation, :class:`RuntimeError` when the engine cannot be loaded."""
-    import kvcontract
-    from kvcontract.conformance.reports.expectations import XfailsError, load_xfails
-    from kvcontract.conformance.run.session import CLAUSE_TIMEOUT_S, EXAMPLE_TIMEOUT_S, replay_all
-    from kvcontract.conformance.run.worker import Worker
-
-    unknown_ops = [o for o in operations if o not in OPERATIONS]
-    if unknown_ops:
-        raise SearchError(f"unknown operation(s) {', '.join(unknown_ops)}; choose from {', '.join(OPERATIONS)}")
-    modes = optimize_modes(optimize)
-    workers = {m: Worker(optimized=m == "optimized") for m in modes}
-    live: LiveReport | None = None
-    threads: list[threading.Thread] = []
-    try:
-        info_result = workers[modes[0]].run(INFO_TASK, {"engine": engine_name}, timeout=180.0)
-        if not info_result.ok:
-            raise RuntimeError(f"cannot load engine {engine_name!r}: {info_result.error}")
-        info = info_result.value
-        unknown = [k for k in kinds or [] if k not in info["kinds"]]
-        if unknown:
-            raise SearchError(f"unknown spec kind(s) {', '.join(unknown)} for {info['name']}; choose from "
-                              f"{', '.join(info['kinds'])}")
-        bundled = xfails is None
-        if use_default_xfails and xfails is None and info.get("expectations"):
-            xfails = str(info["expectations"])
-        expectations = None
-        if xfails:
-            try:
-                expectations = load_xfails(xfails)
-            except XfailsError as exc:
-                if not bundled:
-                    raise SearchError(str(exc)) from None
-                if progress:
-                    progress(f"warning: the bundled expectations cannot be used, every finding is a failure: {exc}")
-                xfails = None
-        report = SymbolicReport(
-            kit_version=kvcontract.__version__, engine=info["name"], engine_version=info["version"],
-            profile="symbolic", seed=seed_value, modes=modes, budget_s=budget_s, iterations=iterations,
-            operations=list(operations), kinds=list(kinds) if kinds else None,
-            expectations=expectations.path if expectations else None, summary=summarize([], 0.0))
-        live = LiveReport(report, json_path, progress)
-        results: dict[str, Any] = {}
-        args = {"engine": engine_name, "budget": budget_s, "iterations": iterations, "operations": list(operations),
-                "kinds": list(kinds) if kinds else None, "clauses": list(clauses) if clauses else None,
-                "xfails": xfails, "seed": seed_value, "stop_on_finding": stop_on_finding}
-        # the CPU budget is the search's; the wall limit only catches a hung engine
-        wall = (budget_s or 0) * 6 + (iterations or 0) * 2.0 + 300
-
-        def one(mode: Mode) -> None:
-            results[mode] = workers[mode].run(SYMBOLIC_TASK, args, timeout=wall, heartbeat=120.0,
-                                              on_event=lambda e: live.event(mode, e))
-
-        threads += [threading.Thread(target=one, args=(m,), name=f"kvcontract-symbolic-{m}") for m in modes]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        problems = []
-        for mode in modes:
-            result = results.get(mode)
-            if result is None or not result.ok:
-                why = result.error if result is not None else "no result"
-                problems.append(f"{mode}: {why}")
-                continue
-            live.add(Record(**r) for r in result.value["errors"])
-            with live.lock:
-                live.set_stats(mode, result.value["stats"])
-                report.skipped_clauses.update(result.value["skipped_clauses"])
-        if "optimized" in modes:
-            done = results.get("optimized")
-            searched = done.value["searched_clauses"] if done is not None and done.ok else None
-            if "normal" not in modes:
-                with live.lock:
-                    report.skipped_clauses.update({d: "needs the normal mode to compare with" for d in DERIVED})
-            elif results.get("normal") is not None and results["normal"].ok:
-
-                def replayer(mode: Mode) -> verdicts.Replayer:
-                    return lambda items: replay_all(workers[mode], engine_name, items, timeout=CLAUSE_TIMEOUT_S,
-                                                    heartbeat=EXAMPLE_TIMEOUT_S)
-
-                live.add(verdicts.derive_optimize_only(
-                    report.records, normal=replayer("normal"), optimized=replayer("optimized"),
-                    expectations=expectations, complete=False, sources_run=searched))
-        with live.lock:
-            report.stopped = "; ".join(problems)
-            report.complete = not problems
-            report.records.sort(key=lambda r: (CLAUSE_ORDER.get(r.clause, len(CLAUSE_ORDER)), r.mode, r.signature))
-            live.write()
-        return report
-    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM through the command line's handler
-        for w in workers.values():
-            w.stop()  # its process group killed at once; a running task returns "stopped"
-        for t in threads:
-            t.join(timeout=10.0)
-        if live is not None:  # the report so far, marked stopped
-            with live.lock:
-                live.report.stopped = f"interrupted by {interrupt_name(exc)}"
-                live.report.complete = False
-                live.write()
-        raise
-    finally:
-        for w in workers.values():
-            w.close()

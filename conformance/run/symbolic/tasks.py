@@ -7,6 +7,7 @@ same cache ``check``'s tasks use, so the replays of ERROR-OPTIMIZE-1
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,10 +42,14 @@ def symbolic_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
                     on_stats=lambda s: emit({"stats": [x.model_dump() for x in s]}))
     budget = args.get("budget")
     iterations = args.get("iterations")
-    search.run(float(budget) if budget is not None else None, int(iterations) if iterations is not None else None,
-               bool(args.get("stop_on_finding", False)))
+    deadline = args.get("deadline")
+    ended_by = search.run(float(budget) if budget is not None else None,
+                          int(iterations) if iterations is not None else None,
+                          bool(args.get("stop_on_finding", False)),
+                          deadline=float(deadline) if deadline is not None else None)
     return {"records": [r.model_dump() for r in [*search.xpasses, *search.records.values()]],
             "errors": [r.model_dump() for r in search.errors.values()],
             "stats": [g.stats.model_dump() for g in search.groups],
             "skipped_clauses": {c: why for c, why in search.skips.items() if why},
-            "searched_clauses": sorted(search.searched)}
+            "searched_clauses": sorted(search.searched), "ended_by": ended_by,
+            "cpu_s": round(time.process_time() - search.start_cpu, 3)}
