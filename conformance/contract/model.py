@@ -40,6 +40,10 @@ class Example:
     cut: int = 0
     model: str = ""
     """The real model whose layer table (or layer specs) this is; empty for a drawn input."""
+    rebuilt: bool = False
+    """The members after the first equal it but hold their own value objects (as values read
+    back from a config do); a repro rebuilds them at run time, where equal literals would be
+    one object."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -55,6 +59,8 @@ class Example:
             data["cut"] = self.cut
         if self.model:
             data["model"] = self.model
+        if self.rebuilt:
+            data["rebuilt"] = True
         return data
 
     @classmethod
@@ -66,6 +72,7 @@ class Example:
             order=tuple(data.get("order", ())),
             cut=int(data.get("cut", 0)),
             model=str(data.get("model", "")),
+            rebuilt=bool(data.get("rebuilt", False)),
         )
 
     def kinds(self) -> list[str]:

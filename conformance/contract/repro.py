@@ -221,11 +221,30 @@ def render_request(request: RoutingRequest) -> str:
             f"query_len_support=QueryLenSupport.{request.query_len_support.name})")
 
 
+FRESH_SOURCE = [
+    "def _fresh(spec):  # equal field values as new objects, as values read back from a config are",
+    "    import dataclasses, enum",
+    "    def new(v):",
+    "        if v is None or isinstance(v, (bool, enum.Enum, float)): return v",
+    "        if isinstance(v, str): return ''.join(list(v)) if len(v) > 1 else v",
+    "        if isinstance(v, int): return int(str(v))",
+    "        return tuple(new(x) for x in v) if isinstance(v, tuple) else v",
+    "    copy = object.__new__(type(spec))",
+    "    for name, value in vars(spec).items(): object.__setattr__(copy, name, new(value))",
+    "    return copy",
+]
+"""The repro's :func:`~kvcontract.conformance.contract.values.rebuilt`, in the engine's classes."""
+
+
 def _spec_setup(engine: Engine, ex: Example, uses_table: bool) -> list[str]:
     """The engine's imports, ``specs`` and ``table`` in its own classes, and its calls."""
     kinds = sorted({type(s) for s in ex.specs} | {type(s) for _, s in ex.table}, key=lambda k: k.__name__)
     lines = list(engine.snippet_imports(kinds))
-    if ex.specs:
+    if ex.specs and ex.rebuilt:  # equal values as other objects: built at run time, not as literals
+        lines += FRESH_SOURCE
+        lines += ["specs = [", *(f"    {'_fresh(' if i else ''}{engine.render_spec(s)}{')' if i else ''},"
+                                 for i, s in enumerate(ex.specs)), "]"]
+    elif ex.specs:
         lines += ["specs = [", *(f"    {engine.render_spec(s)}," for s in ex.specs), "]"]
     if ex.table or uses_table:
         lines += ["table = {", *(f"    {n!r}: {engine.render_spec(s)}," for n, s in ex.table)]

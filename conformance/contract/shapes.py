@@ -13,6 +13,7 @@ requests, not specs.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from kvcontract.conformance.contract import strategies as strat
 from kvcontract.conformance.contract import systematic as sysm
 from kvcontract.conformance.contract.model import Example, Shape
+from kvcontract.conformance.contract.values import rebuilt
 from kvcontract.reference import is_advisory
 
 # -- strategies and systematic enumerators per example shape -------------------------
@@ -40,11 +42,15 @@ def _compatible(domain: strat.Domain, min_size: int = 2) -> Any:
 
 
 def _sys_compatible(domain: strat.Domain) -> Iterator[Example]:
-    """Flag patterns, and every single spec merged with itself."""
+    """Flag patterns, every single spec merged with itself, and every single spec with a string
+    set merged with its equal whose values are other objects (an engine comparing with ``is``)."""
     for specs in sysm.flag_patterns(domain):
         yield Example(specs=tuple(specs))
     for spec in sysm.single_specs(domain):
         yield Example(specs=(spec, spec))
+    for spec in sysm.single_specs(domain):
+        if any(isinstance(v, str) and not isinstance(v, enum.Enum) for v in vars(spec).values()):
+            yield Example(specs=(spec, rebuilt(spec)), rebuilt=True)
 
 
 def _sys_advisory(domain: strat.Domain) -> Iterator[Example]:

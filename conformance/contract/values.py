@@ -100,3 +100,35 @@ def _hints(kind: type[KVCacheSpec]) -> dict[str, Any]:
     if kind not in _HINTS:
         _HINTS[kind] = typing.get_type_hints(kind)
     return _HINTS[kind]
+
+
+# -- equal values that are other objects -------------------------------------------------
+
+
+def fresh_value(value: Any) -> Any:
+    """``value`` as a new object of equal value, as a value read back from JSON or a config is:
+    a string or an int beyond the interpreter's small-int cache, rebuilt (tuples of them too).
+    Enum members, bools, None and floats are what they are."""
+    if value is None or isinstance(value, bool | enum.Enum | float):
+        return value
+    if isinstance(value, str):
+        return "".join(list(value)) if len(value) > 1 else value  # one-character strings are cached
+    if isinstance(value, int):
+        return int(str(value))
+    if isinstance(value, tuple):
+        return tuple(fresh_value(v) for v in value)
+    return value
+
+
+def holds_fresh_values(spec: KVCacheSpec) -> bool:
+    """Whether :func:`fresh_value` gives some field of ``spec`` another object (a string field
+    set, or an int beyond the small-int cache)."""
+    return any(fresh_value(v) is not v for v in vars(spec).values())
+
+
+def rebuilt(spec: KVCacheSpec) -> KVCacheSpec:
+    """A spec equal to ``spec`` whose field values are other objects (:func:`fresh_value`)."""
+    copy = object.__new__(type(spec))
+    for name, value in vars(spec).items():
+        object.__setattr__(copy, name, fresh_value(value))
+    return copy

@@ -72,6 +72,8 @@ class Witness(pydantic.BaseModel):
     cut: int = 0
     model: str = ""
     """The real model whose layer table or layer specs these are (its tables ship with the adapter)."""
+    rebuilt: bool = False
+    """The members after the first equal it, as other value objects (a repro builds them at run time)."""
     dispatch: DispatchWitness | None = None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -118,3 +119,23 @@ class MambaDropsCheckpoints(Mutant):
         if type(merged).__name__ == "MambaSpec":
             merged = dataclasses.replace(merged, num_prefill_checkpoint_blocks=0)
         return merged
+
+
+@_register
+class IdentityCompare(Mutant):
+    """Equal values that are other objects: a string field compared with ``is``."""
+
+    key = "identity-compare"
+    description = ("merge compares string fields (cache_dtype_str, model_version, mamba_cache_mode) with "
+                   "`is`, so equal strings read back from a config count as a disagreement")
+    imitates = ""
+    expected_clauses = ("MERGE-ORDER-1", "MERGE-KIND-1", "MERGE-AGREE-1")
+
+    def merge(self, objs: Sequence[Any]) -> Any:
+        first = objs[0] if objs else None
+        for obj in objs[1:]:
+            for f in dataclasses.fields(obj):
+                mine, theirs = getattr(first, f.name, None), getattr(obj, f.name)
+                if isinstance(theirs, str) and not isinstance(theirs, enum.Enum) and mine is not theirs:
+                    raise IncompatibleSpecs((reference.Disagreement(f.name, None, (mine, theirs)),))
+        return reference.merge(list(objs))
