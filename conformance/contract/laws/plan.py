@@ -356,8 +356,10 @@ def check_size(engine: Engine, ex: Example) -> None:
 
 
 def extent(engine: Engine, plan: EnginePlan) -> int:
-    """The bytes the plan's tensors address: one past the furthest page (PLAN-SIZE-2); a
-    tensor without a stated placement addresses its whole size."""
+    """The bytes the plan's tensors address: one past the furthest block slot (PLAN-SIZE-2); a
+    slot is its page, or its block stride where that pads the page (a layer's own stride:
+    between the page and the layer stride); a tensor without a stated placement addresses its
+    whole size."""
     specs = _layer_specs(plan)
     ends = [0]
     for t in plan.tensors:
@@ -365,8 +367,10 @@ def extent(engine: Engine, plan: EnginePlan) -> int:
             ends.append(t.size_bytes if plan.num_blocks else 0)
             continue
         page = max(engine.page_size(to_engine(engine, specs[n])) for n in t.layer_names if n in specs)
-        ends.append((t.offset or 0) + (len(t.layer_names) - 1) * (t.layer_stride or 0)
-                    + (plan.num_blocks - 1) * (t.block_stride or 0) + page)
+        stride, layer_stride = t.block_stride or 0, t.layer_stride or 0
+        slot = stride if page <= stride <= layer_stride else page
+        ends.append((t.offset or 0) + (len(t.layer_names) - 1) * layer_stride
+                    + (plan.num_blocks - 1) * stride + slot)
     return max(ends)
 
 
