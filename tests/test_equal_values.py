@@ -60,3 +60,16 @@ def test_identity_compare_is_killed_by_the_quick_profile_with_a_repro_that_tells
     script.write_text(snippet)
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "no violation" in run.stdout, run.stderr
+
+
+def test_the_symbolic_mode_finds_identity_compare_with_a_running_repro(tmp_path):
+    from kvcontract.conformance.run.symbolic.search import Search
+
+    search = Search(load_mutant("identity-compare"), operations=["merge"])
+    search.run(None, 400, stop_on_finding=True)
+    found = [r for r in search.records.values() if r.status == "fail"]
+    assert found and Example.from_json(found[0].witness).rebuilt
+    script = tmp_path / "repro.py"
+    script.write_text(found[0].snippet)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "VIOLATION" in run.stderr, run.stderr

@@ -41,9 +41,9 @@ class Example:
     model: str = ""
     """The real model whose layer table (or layer specs) this is; empty for a drawn input."""
     rebuilt: bool = False
-    """The members after the first equal it but hold their own value objects (as values read
-    back from a config do); a repro rebuilds them at run time, where equal literals would be
-    one object."""
+    """The members after the first hold their own value objects, equal values included (as
+    values read back from a config do); a repro rebuilds them at run time, where equal literals
+    would be one object."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}

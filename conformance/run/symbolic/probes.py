@@ -14,6 +14,7 @@ from kvcontract import reference
 from kvcontract.conformance.contract import systematic as sysm
 from kvcontract.conformance.contract.laws import clauses_for
 from kvcontract.conformance.contract.model import Example
+from kvcontract.conformance.contract.values import rebuilt
 from kvcontract.conformance.run.symbolic.blocks import Blocks, KindBlocks, is_optional, replace_spec
 from kvcontract.conformance.run.symbolic.choices import Chooser, Rejected
 from kvcontract.reference import KVCacheSpec, QueryLenSupport, RoutingRequest
@@ -49,11 +50,14 @@ def merge_probe(c: Chooser, blocks: Blocks, kb: KindBlocks) -> Probe:
     if n > 1 and c.flag("odd-first"):
         specs = specs[1:] + specs[:1]  # the odd member first, the template last
     ok, fields = _disagreement(specs)
-    features = {f"n={n}", f"ok={ok}", *(f"differ:{f}" for f in fields)}
+    fresh = ok and n > 1 and c.flag("rebuilt")  # the other members' values as other objects
+    if fresh:
+        specs = [specs[0], *(rebuilt(s) for s in specs[1:])]
+    features = {f"n={n}", f"ok={ok}", f"rebuilt={fresh}", *(f"differ:{f}" for f in fields)}
     features |= {f"{k}.{f}" for k, f in sysm.exercised(specs)}
     cases: list[tuple[Example, tuple[str, ...]]] = []
     if ok:
-        base = Example(specs=tuple(specs))
+        base = Example(specs=tuple(specs), rebuilt=fresh)
         if n == 1:
             cases.append((base, clauses_for("merge", ["one-spec"])))
         else:
