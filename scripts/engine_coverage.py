@@ -38,9 +38,7 @@ from typing import Any
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # before the engine is imported: its warnings per table
 
 from kvcontract.conformance.contract.laws import LAWS, law
-from kvcontract.conformance.contract.laws.dispatch import forget_routings
-from kvcontract.conformance.contract.laws.group import forget_groupings
-from kvcontract.conformance.contract.laws.plan import forget_plans
+from kvcontract.conformance.contract.laws.common import forget_answers
 from kvcontract.conformance.contract.model import Example
 from kvcontract.conformance.engines.registry import resolve_engine
 from kvcontract.conformance.run.execution import run_law
@@ -97,9 +95,7 @@ class LineTracer:
 
 
 def _forget() -> None:
-    forget_plans()
-    forget_groupings()
-    forget_routings()
+    forget_answers()
 
 
 def check_side(engine: Any, roots: tuple[str, ...], profile: str, seed: int) -> tuple[LineTracer, float]:

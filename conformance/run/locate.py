@@ -32,9 +32,7 @@ from types import FrameType
 from typing import Any
 
 from kvcontract.conformance.contract.laws import DERIVED, law
-from kvcontract.conformance.contract.laws.dispatch import forget_routings
-from kvcontract.conformance.contract.laws.group import forget_groupings
-from kvcontract.conformance.contract.laws.plan import forget_plans
+from kvcontract.conformance.contract.laws.common import forget_answers
 from kvcontract.conformance.contract.model import Violation
 from kvcontract.conformance.engines.protocol import Engine, Locatable, Planning
 from kvcontract.conformance.run.worker import Emit, begin
@@ -260,9 +258,7 @@ def _trace(engine: Engine, roots: Sequence[str], clause: str, witness: Any) -> T
     example = law_.example_type.from_json(witness)
     tracer = Tracer(roots)
     violation: Violation | None = None
-    forget_groupings()
-    forget_plans()
-    forget_routings()
+    forget_answers()
     with _operations_traced(engine, tracer, clause):
         try:
             law_.check(engine, copy.deepcopy(example))

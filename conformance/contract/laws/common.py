@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, TypeVar
 
 from kvcontract import reference
 from kvcontract.conformance.contract.expectations import Invalid, Raised
@@ -54,6 +54,43 @@ def raised_signature(exc: BaseException, kinds: Sequence[str] | None, prefix: st
         words = " ".join(re.sub(r"[^A-Za-z_ ]+", " ", text.splitlines()[0] if text else "").split()[:12])
         return f"{outcome}:{words}" if words else outcome
     return signature(outcome, kinds)
+
+
+A = TypeVar("A")
+
+
+class EngineAnswers(Generic[A]):
+    """The engine's answer per input (or what it raised), asked once per worker: a chapter's
+    clauses judge one answer (the grouping, plan and routing clauses share theirs). An entry
+    holds its engine, so another engine object asks again; :func:`forget_answers` drops every
+    entry, so that a finding is located while the engine runs, not from a remembered answer."""
+
+    def __init__(self, kept: int = 1 << 14) -> None:
+        self.kept = kept
+        self._held: dict[Hashable, tuple[Engine, A]] = {}
+        _ALL_ANSWERS.append(self)
+
+    def ask(self, engine: Engine, key: Hashable, answer_of: Callable[[], A]) -> A:
+        held = self._held.get(key)
+        if held is not None and held[0] is engine:
+            return held[1]
+        answer = answer_of()
+        if len(self._held) >= self.kept:
+            self._held.clear()
+        self._held[key] = (engine, answer)
+        return answer
+
+    def forget(self) -> None:
+        self._held.clear()
+
+
+_ALL_ANSWERS: list[EngineAnswers[Any]] = []
+
+
+def forget_answers() -> None:
+    """Drop every remembered engine answer: the next judgement asks the engine again."""
+    for answers in _ALL_ANSWERS:
+        answers.forget()
 
 
 _FRESH: dict[int, tuple[Engine, bool]] = {}

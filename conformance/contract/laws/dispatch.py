@@ -31,6 +31,7 @@ from kvcontract.conformance.contract.expectations import (
     Routed,
     RoutingPartition,
 )
+from kvcontract.conformance.contract.laws.common import EngineAnswers
 from kvcontract.conformance.contract.model import (
     Example,
     KitFailure,
@@ -200,33 +201,22 @@ def _router(engine: Engine) -> Router:
     return router
 
 
-_ANSWERS: dict[RoutingRequest, tuple[Engine, Routing | Exception]] = {}
-"""The engine's answer per request, asked once per worker: the chapter's clauses judge the
-same batches (as the PLAN clauses share one plan per table)."""
-_ANSWERS_KEPT = 1 << 14
+_ANSWERS: EngineAnswers[Routing | Exception] = EngineAnswers()
+"""The engine's answer per request: the chapter's clauses judge the same batches."""
 
 
 def _outcome(engine: Engine, request: RoutingRequest) -> Routing | Exception:
-    held = _ANSWERS.get(request)
-    if held is not None and held[0] is engine:
-        return held[1]
+    return _ANSWERS.ask(engine, request, lambda: _route(engine, request))
+
+
+def _route(engine: Engine, request: RoutingRequest) -> Routing | Exception:
     router = _router(engine)
-    answer: Routing | Exception
     try:
-        answer = router(request)
+        return router(request)
     except KitFailure:  # the adapter could not drive the engine: the kit's error, not a finding
         raise
     except Exception as exc:  # noqa: BLE001 - the exception is what is judged
-        answer = exc
-    if len(_ANSWERS) >= _ANSWERS_KEPT:
-        _ANSWERS.clear()
-    _ANSWERS[request] = (engine, answer)
-    return answer
-
-
-def forget_routings() -> None:
-    """Drop the remembered answers (a finding is located while the engine runs again)."""
-    _ANSWERS.clear()
+        return exc
 
 
 def _describe(exc: BaseException) -> str:

@@ -25,6 +25,7 @@ from kvcontract.conformance.contract.expectations import (
     UnequalPages,
 )
 from kvcontract.conformance.contract.laws.common import (
+    EngineAnswers,
     describe,
     fields_differ,
     invalid_signature,
@@ -45,29 +46,15 @@ from kvcontract.conformance.contract.repro import GroupsOf, GroupSpec
 from kvcontract.conformance.engines.protocol import Engine, EngineGroup, GroupingAvailability
 from kvcontract.reference import InvalidSpec, KVCacheSpec, Role, role_of
 
-_GROUPINGS: dict[str, tuple[Engine, list[EngineGroup] | BaseException]] = {}
-_GROUPINGS_KEPT = 8192
+_GROUPINGS: EngineAnswers[list[EngineGroup] | BaseException] = EngineAnswers(8192)
 
 
 def _groups(engine: Engine, ex: Example) -> list[EngineGroup] | BaseException:
     """The engine's grouping of the example's table, or what it raised. The engine is asked
     once per table in this interpreter; every grouping clause judges that one answer (five
     clauses share the systematic tables, and grouping is most of their time)."""
-    key = repr(ex.table)  # repr, not ==: 4 and Fraction(4) are equal but may not be to an engine
-    cached = _GROUPINGS.get(key)
-    if cached is not None and cached[0] is engine:  # the entry holds its engine: no id reuse
-        return cached[1]
-    answer = _ask_groups(engine, ex)
-    if len(_GROUPINGS) >= _GROUPINGS_KEPT:
-        _GROUPINGS.clear()
-    _GROUPINGS[key] = (engine, answer)
-    return answer
-
-
-def forget_groupings() -> None:
-    """Drop the remembered groupings: the next judgement asks the engine again (a finding's
-    location is traced while the engine runs, not from a remembered answer)."""
-    _GROUPINGS.clear()
+    # repr, not ==: 4 and Fraction(4) are equal but may not be to an engine
+    return _GROUPINGS.ask(engine, repr(ex.table), lambda: _ask_groups(engine, ex))
 
 
 def _ask_groups(engine: Engine, ex: Example) -> list[EngineGroup] | BaseException:

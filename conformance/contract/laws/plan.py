@@ -21,6 +21,7 @@ from kvcontract.conformance.contract import strategies as strat
 from kvcontract.conformance.contract import systematic as sysm
 from kvcontract.conformance.contract.expectations import Invalid
 from kvcontract.conformance.contract.laws.common import (
+    EngineAnswers,
     describe,
     invalid_signature,
     raised_signature,
@@ -162,14 +163,14 @@ def _reference_groups(table: Mapping[str, KVCacheSpec] | Sequence[tuple[str, KVC
 
 # -- the engine's plan, asked once per table and mode ---------------------------------------
 
-_PLANS: dict[tuple[str, bool], tuple[Engine, EnginePlan | BaseException]] = {}
+_PLANS: EngineAnswers[EnginePlan | BaseException] = EngineAnswers(_PLANS_KEPT)
 
 
 def _plan(engine: Engine, ex: Example, hybrid: bool = True) -> EnginePlan | BaseException:
-    key = (table_key(ex.table), hybrid)
-    cached = _PLANS.get(key)
-    if cached is not None and cached[0] is engine:
-        return cached[1]
+    return _PLANS.ask(engine, (table_key(ex.table), hybrid), lambda: _ask_plan(engine, ex, hybrid))
+
+
+def _ask_plan(engine: Engine, ex: Example, hybrid: bool) -> EnginePlan | BaseException:
     objs = {n: to_engine(engine, s) for n, s in ex.table}
     memory = budget_of(ex.table)
     try:
@@ -181,15 +182,7 @@ def _plan(engine: Engine, ex: Example, hybrid: bool = True) -> EnginePlan | Base
         raise
     except Exception as exc:  # noqa: BLE001 - the engine's refusal, judged by the laws
         answer = exc
-    if len(_PLANS) >= _PLANS_KEPT:
-        _PLANS.clear()
-    _PLANS[key] = (engine, answer)
     return answer
-
-
-def forget_plans() -> None:
-    """Drop the remembered plans (a finding is located while the engine runs again)."""
-    _PLANS.clear()
 
 
 def _reference_plans(ex: Example, hybrid: bool = True) -> bool:
