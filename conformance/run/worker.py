@@ -141,7 +141,6 @@ class Worker:
         self._logdir = tempfile.TemporaryDirectory(prefix="kvcontract-worker-")
         self.log_path = Path(self._logdir.name) / "worker.log"
         self.slot_path = Path(self._logdir.name) / "example.slot"
-        self._task_id = -1
         self.starts = 0
         self._next_id = 0
         self._stopped = False
