@@ -73,11 +73,19 @@ def _interrupt_check(tmp_path: Path, signum: int) -> tuple[int, str, Path, set[i
     return code, stderr, report, workers
 
 
+def _default_sigint() -> None:
+    """In the command's process, before it starts: SIGINT as a terminal delivers it. A shell
+    without job control starts background commands with SIGINT ignored, and an interpreter
+    that starts so keeps ignoring it (a suite run as ``bash .ci/run &`` saw the check run to
+    its end)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(args: list[str], signum: int, ready: Callable[[str], bool]) -> tuple[int, str, set[int]]:
     """Run ``kvcontract ARGS`` in its own session, send ``signum`` once a line on stderr is
     ``ready``; then nothing of the run (its session, its workers' groups) may be alive 2 s later."""
     proc = subprocess.Popen([sys.executable, "-m", "kvcontract", *args], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_default_sigint)
     lines: list[str] = []
     first_done = threading.Event()
 
