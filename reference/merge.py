@@ -62,9 +62,18 @@ class IncompatibleSpecs(AssertionError):
     def __init__(self, disagreements: Sequence[Disagreement], reason: str = "") -> None:
         self.disagreements: tuple[Disagreement, ...] = tuple(disagreements)
         self.reason = reason
+        super().__init__()
+
+    def __str__(self) -> str:
+        # built when read, not when raised: a refusal the caller never prints formats no value
         parts = [d.describe() for d in self.disagreements]
-        detail = "; ".join(parts) if parts else reason
-        super().__init__(f"incompatible KV cache specs: {detail}")
+        return "incompatible KV cache specs: " + ("; ".join(parts) if parts else self.reason)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.disagreements, self.reason)
 
     @property
     def fields(self) -> tuple[str, ...]:

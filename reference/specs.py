@@ -9,6 +9,7 @@ validates values (SPEC-VALID-1) and raises :class:`InvalidSpec` for bad ones.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from kvcontract.reference import citations as cite
@@ -40,15 +41,20 @@ def round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def _require(condition: bool, spec: object, message: str, fields: tuple[str, ...] = ()) -> None:
+def _require(condition: bool, spec: object, message: str | Callable[[], str], fields: tuple[str, ...] = ()) -> None:
+    """Raise :class:`InvalidSpec` unless ``condition``. A message that shows values is passed as
+    a function, built only on failure: a symbolic value (the symbolic search's) is then never
+    formatted, so never made concrete, by a check that holds."""
     if not condition:
-        raise InvalidSpec(f"{type(spec).__name__}: {message} (SPEC-VALID-1)", type(spec).__name__, fields)
+        text = message() if callable(message) else message
+        raise InvalidSpec(f"{type(spec).__name__}: {text} (SPEC-VALID-1)", type(spec).__name__, fields)
 
 
 def _positive(spec: object, *names: str) -> None:
     for name in names:
         value = getattr(spec, name)
-        _require(value is None or value >= 1, spec, f"{name} must be >= 1, got {value!r}", (name,))
+        if not (value is None or value >= 1):
+            _require(False, spec, f"{name} must be >= 1, got {value!r}", (name,))
 
 
 def _is_base(cls: type) -> bool:
@@ -123,11 +129,11 @@ class AttentionSpec(KVCacheSpec):
             "state_content_bytes", "tokens_per_state",
         )
         _require(self.head_size_v is not None and self.head_size_v >= 0, self,
-                 f"head_size_v must be >= 0, got {self.head_size_v!r}")
+                 lambda: f"head_size_v must be >= 0, got {self.head_size_v!r}")
         _apply_alignment(self)
         if self.page_size_padded is not None:
             _require(self.page_size_padded >= self.unpadded_page_size_bytes, self,
-                     f"page_size_padded {self.page_size_padded} is smaller than the "
+                     lambda: f"page_size_padded {self.page_size_padded} is smaller than the "
                      f"page content {self.unpadded_page_size_bytes}", ("page_size_padded",))
 
     @property
@@ -190,7 +196,7 @@ def _apply_alignment(spec: AttentionSpec) -> None:
     alignment = getattr(spec, "alignment", None)
     if alignment is None:
         return
-    _require(alignment >= 1, spec, f"alignment must be >= 1, got {alignment!r}")
+    _require(alignment >= 1, spec, lambda: f"alignment must be >= 1, got {alignment!r}")
     content = spec.unpadded_page_size_bytes
     padded = round_up(content, alignment)
     object.__setattr__(spec, "page_size_padded", None if padded == content else padded)
@@ -267,7 +273,7 @@ class SlidingWindowSpec(AttentionSpec):
         super().__post_init__()
         _positive(self, "sliding_window")
         _require(self.extra_retained_tokens >= 0, self,
-                 f"extra_retained_tokens must be >= 0, got {self.extra_retained_tokens!r}")
+                 lambda: f"extra_retained_tokens must be >= 0, got {self.extra_retained_tokens!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -344,20 +350,20 @@ class MambaSpec(KVCacheSpec):
         super().__post_init__()
         _positive(self, "state_alignment", "num_heads", "prefill_checkpoint_alignment")
         _require(self.tokens_per_state == -1 or self.tokens_per_state >= 1, self,
-                 f"tokens_per_state must be -1 or >= 1, got {self.tokens_per_state!r}")
+                 lambda: f"tokens_per_state must be -1 or >= 1, got {self.tokens_per_state!r}")
         _require(self.num_prefill_checkpoint_blocks >= 0, self,
-                 "num_prefill_checkpoint_blocks must be >= 0, got "
+                 lambda: "num_prefill_checkpoint_blocks must be >= 0, got "
                  f"{self.num_prefill_checkpoint_blocks!r}")
         _require(len(self.shapes) == len(self.dtypes) and len(self.shapes) >= 1, self,
-                 f"shapes and dtypes must be non-empty and of equal length, got "
+                 lambda: f"shapes and dtypes must be non-empty and of equal length, got "
                  f"{len(self.shapes)} and {len(self.dtypes)}")
         _require(all(d >= 1 for shape in self.shapes for d in shape), self,
-                 f"state dimensions must be >= 1, got {self.shapes!r}")
+                 lambda: f"state dimensions must be >= 1, got {self.shapes!r}")
         _require(self.num_speculative_blocks >= 0, self,
-                 f"num_speculative_blocks must be >= 0, got {self.num_speculative_blocks!r}")
+                 lambda: f"num_speculative_blocks must be >= 0, got {self.num_speculative_blocks!r}")
         if self.page_size_padded is not None:
             _require(self.page_size_padded >= self.unpadded_page_size_bytes, self,
-                     f"page_size_padded {self.page_size_padded} is smaller than the "
+                     lambda: f"page_size_padded {self.page_size_padded} is smaller than the "
                      f"page content {self.unpadded_page_size_bytes}", ("page_size_padded",))
             _require(self.page_size_padded % self.state_alignment == 0, self,
                      "page_size_padded must be a multiple of state_alignment")
