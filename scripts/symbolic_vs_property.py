@@ -30,6 +30,15 @@ routing batches), one path tree per operation group, and every path is judged by
 clause oracles. Each decision gets its share of the paths, so a defect behind a branch that
 random sampling rarely takes (a 4-member list, the odd member third, a rare enum member at a
 large block size) is a few hundred paths away.
+
+The value groups (`value-merge:<kind>`, `value-route`) keep values symbolic into the engine: one
+field's values per member (integers bounded by the engine's own values, widened to at least 64;
+every value of an enumeration), or a routing batch's lengths and threshold, flow through the
+kit's constructors, the adapter and the engine's operation as CrossHair integers, so the
+engine's branches on values (`block_size == 48`, a block longer than 16 rows) are decided by
+the solver. A difference from the contract (the reference's verdict and the role rules) is
+realized and judged by the same clause oracles; a group whose tree is exhausted has judged
+every input within its bounds.
 """
 
 
@@ -68,6 +77,9 @@ def render(data: dict[str, Any], source: str) -> str:
         + ("no finding." if not data["control_findings"] else "FINDINGS " + ", ".join(data["control_findings"])),
         "",
     ]
+    if data.get("control_proofs"):
+        lines += ["The reference's value groups (normal mode), each a bounded proof of the role rules when "
+                  "explored exhaustively:", "", *(f"- {p}" for p in data["control_proofs"]), ""]
     if only_symbolic:
         lines.append("Found only by the symbolic mode: " + ", ".join(f"`{m}`" for m in only_symbolic)
                      + " (known survivors of the property suite; each gap is stated in `kvcontract mutants --list`).")
@@ -83,10 +95,11 @@ def render(data: dict[str, Any], source: str) -> str:
         "are wall seconds to the first failing clause. A mutant whose defect shows only under `python -O` is "
         "found in the optimized mode (the symbolic hunt tries the normal mode first).",
         "",
-        "What the symbolic mode does not search: ROLE-COVER-1 (the engine's classes, not an input) and "
-        "values outside the building blocks (a block size of 48 is never generated). Engine code runs on "
-        "realized values, so CrossHair does not branch inside the engine: the search is over the input's "
-        "structure.",
+        "What the symbolic mode does not search: ROLE-COVER-1 (the engine's classes, not an input). The "
+        "structural groups run the engine on realized values; only the value groups' values are symbolic "
+        "in the engine, and native code (torch) realizes what it touches, so the vLLM router's tree is "
+        "never exhausted. An MLA page's `alignment` stays the base's in the value groups (rounding up to a "
+        "symbolic divisor is non-linear arithmetic the solver does not decide in time).",
     ]
     return "\n".join(lines) + "\n"
 

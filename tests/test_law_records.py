@@ -40,8 +40,9 @@ class _RandomSpace:
 
 def _probed_clauses(paths: int = 400) -> dict[str, set[str]]:
     """The clauses each symbolic operation group's probes hand to the oracles, on
-    ``paths`` random paths per group against the reference engine."""
-    search = Search(ReferenceEngine())
+    ``paths`` random paths per group against the reference engine (the structural groups:
+    a value group needs CrossHair's state space, tests/test_symbolic_values.py)."""
+    search = Search(ReferenceEngine(), operations=SEARCH_OPERATIONS)
     found: dict[str, set[str]] = {op: set() for op in SEARCH_OPERATIONS}
     rng = random.Random(0)
     for group in search.groups:

@@ -30,6 +30,7 @@ from kvcontract.conformance.power.hunt import (
     mutated_operations,
     run_mutants,
 )
+from kvcontract.conformance.run.symbolic.values import proof_line
 from kvcontract.reports import ReportHeader, text_table
 
 __all__ = [
@@ -44,6 +45,8 @@ __all__ = [
 
 SYMBOLIC_BUDGET_S = 60.0
 """CPU seconds of symbolic search per mutant and mode (it stops at the first finding)."""
+PROOF_BUDGET_S = 150.0
+"""CPU seconds for the reference's value groups (every kind's tree is exhausted in about 60)."""
 
 
 class SymbolicRow(pydantic.BaseModel):
@@ -77,17 +80,22 @@ class SymbolicPowerReport(ReportHeader):
     rows: list[SymbolicRow]
     control_findings: list[str]
     """Signatures the symbolic search found on the unmutated reference (must be empty)."""
+    control_proofs: list[str] = []
+    """The value groups on the reference, one line each: explored exhaustively within its
+    bounds (a bounded proof of the role rules), or how far it got."""
     seconds: float
 
 
 def symbolic_operations(cls: type[Mutant]) -> list[str]:
     """The symbolic operation groups that can see mutant ``cls``'s defect."""
     from kvcontract.conformance.run.symbolic.search import OPERATIONS as SYMBOLIC_OPS
+    from kvcontract.conformance.run.symbolic.values import VALUE_OPERATIONS
 
     mutated = mutated_operations(cls)
     if mutated is None:
         return list(SYMBOLIC_OPS)
     wanted = {op for m in mutated for op in SEARCH_OPERATIONS_OF.get(m, ())}
+    wanted |= {op for op, base in VALUE_OPERATIONS.items() if base in wanted}  # the value groups too
     return [op for op in SYMBOLIC_OPS if op in wanted] or list(SYMBOLIC_OPS)
 
 
@@ -126,6 +134,8 @@ def run_symbolic_power(names: Sequence[str], *, budget_s: float = SYMBOLIC_BUDGE
     start = time.perf_counter()
     prop = run_mutants(names, profile=profile, seed_value=seed_value, optimize="both", progress=progress)
     control = run_symbolic(CONTROL_NAME, budget_s=budget_s, optimize="both", use_default_xfails=False)
+    proofs = run_symbolic(CONTROL_NAME, budget_s=max(budget_s, PROOF_BUDGET_S), optimize="off",
+                          operations=["value-merge"], use_default_xfails=False)
     rows = []
     for result in prop.mutants:
         found = symbolic_hunt(result.mutant, budget_s, progress)
@@ -136,7 +146,9 @@ def run_symbolic_power(names: Sequence[str], *, budget_s: float = SYMBOLIC_BUDGE
     return SymbolicPowerReport(
         kit_version=kvcontract.__version__, engine="mutant catalogue", engine_version=kvcontract.__version__,
         profile=profile, seed=seed_value, budget_s=budget_s, rows=rows,
-        control_findings=[f"{r.clause}/{r.mode}[{r.signature}]" for r in control.failing],
+        control_findings=[f"{r.clause}/{r.mode}[{r.signature}]" for r in [*control.failing, *proofs.failing]],
+        control_proofs=[proof_line(s.name, s.bounds, s.exhausted, s.paths, s.findings, s.unconfirmed)
+                        for s in proofs.searched],
         seconds=round(time.perf_counter() - start, 3))
 
 
@@ -157,5 +169,6 @@ def render_symbolic_table(report: SymbolicPowerReport) -> str:
     lines += ["", f"property: {killed}/{len(report.rows)} killed; symbolic: {found}/{len(report.rows)} found; "
               f"symbolic control (reference): "
               + ("no finding" if not report.control_findings else "FINDINGS " + ", ".join(report.control_findings)),
+              *(f"  {p}" for p in report.control_proofs),
               f"{report.seconds:.0f}s in all"]
     return "\n".join(lines)

@@ -22,8 +22,9 @@ The catalogue is a package: :mod:`.base` holds :class:`Mutant`, the registry and
 loading; the mutants live by what they mutate, in catalogue order: :mod:`.merge`,
 :mod:`.page_size`, :mod:`.uniformity`, :mod:`.grouping`, :mod:`.planning`, :mod:`.routing`,
 :mod:`.rare_branches` (defects behind rare branches, for the symbolic mode) and
-:mod:`.strengthened` (the strengthened oracles and the new kinds). Importing this
-package registers all of them.
+:mod:`.strengthened` (the strengthened oracles and the new kinds); then the known
+survivors of :mod:`.value_branches` (defects behind a value branch, for the symbolic value
+groups). Importing this package registers all of them.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from kvcontract.conformance.engines.mutants import planning  # noqa: F401
 from kvcontract.conformance.engines.mutants import routing  # noqa: F401
 from kvcontract.conformance.engines.mutants import rare_branches  # noqa: F401
 from kvcontract.conformance.engines.mutants import strengthened  # noqa: F401
+from kvcontract.conformance.engines.mutants import value_branches  # noqa: F401
 # isort: on
 
 __all__ = ["KNOWN_SURVIVORS", "MUTANTS", "Mutant", "load_mutant", "mutant_class"]

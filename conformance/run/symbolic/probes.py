@@ -26,6 +26,11 @@ class Probe:
 
     cases: list[tuple[Example, tuple[str, ...]]]
     features: set[str]
+    reached: bool = False
+    """The engine answered on the path although no case is left to judge (a value group's
+    oracle saw no difference)."""
+    difference: str | None = None
+    """What a value group's oracle saw differ (its cases then judge the realized input)."""
 
 
 def _disagreement(specs: Sequence[KVCacheSpec]) -> tuple[bool, list[str]]:
@@ -55,9 +60,18 @@ def merge_probe(c: Chooser, blocks: Blocks, kb: KindBlocks) -> Probe:
         specs = [specs[0], *(rebuilt(s) for s in specs[1:])]
     features = {f"n={n}", f"ok={ok}", f"rebuilt={fresh}", *(f"differ:{f}" for f in fields)}
     features |= {f"{k}.{f}" for k, f in sysm.exercised(specs)}
+    return Probe(merge_cases(c, specs, rebuilt_=fresh), features)
+
+
+def merge_cases(c: Chooser, specs: Sequence[KVCacheSpec], rebuilt_: bool = False,
+                ) -> list[tuple[Example, tuple[str, ...]]]:
+    """The examples a merge of ``specs`` is judged by, each with its clauses: a compatible
+    list permuted, split and whole; an incompatible one with its one disagreeing field."""
+    n = len(specs)
+    ok, fields = _disagreement(specs)
     cases: list[tuple[Example, tuple[str, ...]]] = []
     if ok:
-        base = Example(specs=tuple(specs), rebuilt=fresh)
+        base = Example(specs=tuple(specs), rebuilt=rebuilt_)
         if n == 1:
             cases.append((base, clauses_for("merge", ["one-spec"])))
         else:
@@ -72,7 +86,7 @@ def merge_probe(c: Chooser, blocks: Blocks, kb: KindBlocks) -> Probe:
         # a law that reads the field's values (a message naming them) is not judged then
         values_set = field is not None and all(getattr(s, field) is not None for s in specs)
         cases.append((ex, clauses_for("merge", ["near-miss", "uniform-cases", "incompatible"], values_set=values_set)))
-    return Probe(cases, features)
+    return cases
 
 
 def mixed_probe(c: Chooser, blocks: Blocks, kinds: Sequence[type[KVCacheSpec]]) -> Probe:
@@ -146,8 +160,6 @@ ROUTE_CONTEXT = (0, 1, 7, 40)
 
 
 def route_probe(c: Chooser) -> Probe:
-    from kvcontract.conformance.contract.laws.dispatch import DispatchExample
-
     causal = c.flag("causal")
     capability = c.flag("capability")
     backend = c.flag("backend")
@@ -162,18 +174,25 @@ def route_probe(c: Chooser) -> Probe:
     request = RoutingRequest(lens, seqs, causal=causal, capability=capability, backend_non_causal=backend,
                              decode_threshold=c.pick(ROUTE_THRESHOLDS, "threshold"),
                              query_len_support=c.pick(list(QueryLenSupport), "support"))
+    cases = route_cases(request)
+    features = {f"clauses={','.join(cases[0][1])}", f"n={n}", f"support={request.query_len_support.name}"}
+    return Probe(cases, features)
+
+
+def route_cases(request: RoutingRequest) -> list[tuple[Example, tuple[str, ...]]]:
+    """The routing example of ``request`` and the clauses of its shape."""
+    from kvcontract.conformance.contract.laws.dispatch import DispatchExample
+
     ex = DispatchExample(request=request)
-    if causal:
+    if request.causal:
         shapes = ["causal", "valid"]
-    elif not (capability and backend):
+    elif not (request.capability and request.backend_non_causal):
         shapes = ["missing-support"]
-    elif _valid_block(lens):
+    elif _valid_block(request.query_lens):
         shapes = ["good-block", "valid"]
     else:
         shapes = ["bad-block"]
-    clauses = clauses_for("route", shapes)
-    features = {f"clauses={','.join(clauses)}", f"n={n}", f"support={request.query_len_support.name}"}
-    return Probe([(ex, clauses)], features)
+    return [(ex, clauses_for("route", shapes))]
 
 
 def _valid_block(lens: tuple[int, ...]) -> bool:

@@ -19,6 +19,7 @@ from kvcontract.conformance.reports.check import (
     render_findings,
     summarize,
 )
+from kvcontract.conformance.run.symbolic.values import proof_line
 from kvcontract.reports import ReportHeader, write_atomic
 
 Progress = Callable[[str], None]
@@ -49,6 +50,11 @@ class OperationStats(pydantic.BaseModel):
     features: int = 0
     """Distinct coverage features seen (kinds x fields exercised, shapes, outcomes)."""
     first_finding_s: float | None = None
+    unconfirmed: int = 0
+    """Value groups: paths whose oracle saw a difference that no clause confirmed on the
+    realized input."""
+    bounds: str = ""
+    """Value groups: the values the group explores, in words (what an exhausted tree proves)."""
     replay_failures: int = 0
     """Batches CrossHair could not replay (the same choices took another path): each is
     diagnosed concretely and the group's path tree started afresh; the run goes on."""
@@ -168,6 +174,11 @@ def render(report: SymbolicReport) -> str:
         ended = f", ended by {report.ended_by[mode]}" if report.ended_by.get(mode) else ""
         lines.append(f"{mode}: {paths} paths, {reached} reached the engine ({share}), {rejected} rejected "
                      f"before it{spent}{ended}")
+    proofs = [proof_line(f"{s.mode:<9} {s.name}", s.bounds, s.exhausted, s.paths, s.findings, s.unconfirmed,
+                         short=True) for s in report.searched if s.bounds]
+    if proofs:
+        lines += ["", "symbolic values (the engine's own branches solved; each group's bounds: "
+                  "'bounds' in the JSON):", *(f"  {p}" for p in proofs)]
     for clause, why in sorted(report.skipped_clauses.items()):
         lines.append(f"skipped {clause}: {why}")
     counts = ", ".join(f"{n} {s}" for s, n in sorted(report.summary.counts.items())) or "no finding"

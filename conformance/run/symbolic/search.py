@@ -68,6 +68,7 @@ from kvcontract.conformance.contract.model import (
     Violation,
     domain_of,
 )
+from kvcontract.conformance.engines.dispatch import router_for
 from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.conformance.reports.check import Mode, Record
 from kvcontract.conformance.reports.expectations import Expectations
@@ -88,10 +89,23 @@ from kvcontract.conformance.run.symbolic.replay import replay_failed
 from kvcontract.conformance.run.symbolic.report import (
     OperationStats,
 )
+from kvcontract.conformance.run.symbolic.values import (
+    VALUE_OPERATIONS,
+    bounds_of,
+    describe_bounds,
+    value_merge_probe,
+    value_route_probe,
+)
 from kvcontract.conformance.run.worker import last_frame
 
-OPERATIONS = SEARCH_OPERATIONS
-"""The operation groups a run can select (``--ops``)."""
+OPERATIONS: tuple[str, ...] = (*SEARCH_OPERATIONS, *VALUE_OPERATIONS)
+"""The operation groups a run can select (``--ops``): the structural ones, then the value
+groups (:mod:`kvcontract.conformance.run.symbolic.values`)."""
+
+
+def clauses_of(operation: str) -> tuple[str, ...]:
+    """The clauses that judge an operation group's paths (a value group: its base operation's)."""
+    return OPERATION_CLAUSES[VALUE_OPERATIONS.get(operation, operation)]
 
 DEFAULT_BUDGET_S = 120.0
 """CPU seconds of search per interpreter mode (the modes run concurrently)."""
@@ -177,7 +191,7 @@ class Search:
         self.errors: dict[str, Record] = {}
         self.start_cpu = time.process_time()
         self.groups = self._groups(operations, seed_value)
-        self.searched = {c for g in self.groups for c in OPERATION_CLAUSES[g.stats.operation]} & self.active
+        self.searched = {c for g in self.groups for c in clauses_of(g.stats.operation)} & self.active
         """The clauses this search judges (its groups', less those that skip on the engine)."""
         self.judged: dict[str, dict[str, verdicts.Verdict]] = {}
         """Per clause, its expectations in this mode judged by their pinned witnesses."""
@@ -205,7 +219,7 @@ class Search:
         groups = []
         grouping = [k for k in strat.grouping_domain(self.domain).kinds if k in self.kinds]
         for op in operations:
-            if not set(OPERATION_CLAUSES[op]) & self.active:
+            if not set(clauses_of(op)) & self.active:
                 continue
             if op == "merge":
                 for kind in self.kinds:
@@ -226,25 +240,49 @@ class Search:
                                     seed_value, self.mode))
             elif op == "route":
                 groups.append(Group(op, "", route_probe, seed_value, self.mode))
+            elif op == "value-merge":
+                for kind in self.kinds:
+                    kb = self.blocks.of(kind)
+                    bounds = bounds_of(kb, self.blocks) if kb is not None else []
+                    if kb is not None and bounds:
+                        group = Group(op, kind.__name__, functools.partial(
+                            value_merge_probe, engine=self.engine, kb=kb, bounds=bounds), seed_value, self.mode)
+                        group.stats.bounds = describe_bounds(op, kind.__name__, bounds)
+                        groups.append(group)
+            elif op == "value-route" and router_for(self.engine) is not None:
+                group = Group(op, "", functools.partial(value_route_probe, engine=self.engine), seed_value, self.mode)
+                group.stats.bounds = describe_bounds(op, "", [])
+                groups.append(group)
         return groups
 
     # -- one path ---------------------------------------------------------------------------------
 
     def _judge(self, group: Group, c: Chooser) -> None:
+        from crosshair.util import NotDeterministic
+
         stats = group.stats
         try:
             probe = group.build(c)
         except Rejected:
             stats.rejected += 1
             return
-        judged = False
+        except NotDeterministic:
+            raise  # diagnosed by the batch (replay.py)
+        except Exception as exc:  # noqa: BLE001 - the kit failed building or judging a value path: an error
+            # (CrossHair's own control flow, ignored or unexplored paths, is not an Exception)
+            law_ = law(clauses_of(stats.operation)[0])
+            self._kit_error(group, law_, law_.clause, Example(), exc)
+            return
+        judged = confirmed = False
         for ex, clauses in probe.cases:
             for clause in clauses:
                 if clause not in self.active:
                     continue
                 judged = True
-                self._check(group, clause, ex)
-        if judged:
+                confirmed |= self._check(group, clause, ex)
+        if probe.difference is not None and not confirmed:
+            stats.unconfirmed += 1
+        if judged or probe.reached:
             stats.reached_engine += 1
         else:
             stats.skipped += 1
@@ -253,7 +291,8 @@ class Search:
         stats.features = len(group.seen)
         group.new_features += len(new)
 
-    def _check(self, group: Group, clause: str, ex: Example) -> None:
+    def _check(self, group: Group, clause: str, ex: Example) -> bool:
+        """Judge ``ex`` by ``clause``; whether the law saw a violation."""
         law_ = law(clause)
         outcome: tuple[str, ...] | None = ()
         seen: Violation | None = None
@@ -270,6 +309,7 @@ class Search:
             self._kit_error(group, law_, clause, ex, exc)
         finally:
             group.recent.append((clause, ex, outcome, seen))
+        return seen is not None
 
     def _kit_error(self, group: Group, law_: Any, clause: str, ex: Example, exc: BaseException) -> None:
         """The kit's own failure on ``ex``: one error record per cause, never a finding."""
