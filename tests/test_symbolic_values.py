@@ -129,3 +129,26 @@ def test_the_kits_own_failure_on_a_value_path_is_an_error_record_and_the_search_
     assert group.stats.paths >= 30 and group.stats.kit_errors > 0 and not search.records
     (key,) = search.errors
     assert "RuntimeError" in key and search.errors[key].status == "error"
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_value_groups_reach_its_merge_and_router_with_symbolic_values():
+    """vLLM's merge branches on the symbolic values (three kinds' trees exhaust: bounded proofs
+    of no difference); its router takes tensors, so the adapter realizes the lengths there
+    (kvcontract.conformance.engines.native) and the kit never mistakes a torch TypeError on a
+    symbolic integer for a difference."""
+    from kvcontract.conformance.engines.protocol import EngineUnavailable, load_engine
+
+    try:
+        engine = load_engine("vllm")
+    except EngineUnavailable as exc:
+        pytest.skip(f"vLLM is not installed here ({exc}); scripts/setup.sh installs it")
+    search = Search(engine, operations=["value-merge", "value-route"],
+                    kinds=["MambaSpec", "HiSparseHotSpec", "HiSparseResidentSpec"])
+    search.run(25.0, None)
+    stats = {g.stats.name: g.stats for g in search.groups}
+    for kind in ("MambaSpec", "HiSparseHotSpec", "HiSparseResidentSpec"):
+        assert stats[f"value-merge:{kind}"].exhausted and not stats[f"value-merge:{kind}"].findings, kind
+    route = stats["value-route"]
+    assert route.reached_engine > 50 and route.unconfirmed == 0 and not search.errors

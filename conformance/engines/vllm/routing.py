@@ -26,12 +26,14 @@ unspecified platform) is set to False, as pinned memory cannot be allocated.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 from kvcontract.conformance.contract.model import KitFailure
+from kvcontract.conformance.engines.native import concrete_ints
 from kvcontract.conformance.engines.protocol import EngineUnavailable
 from kvcontract.conformance.engines.vllm.config import StrictConfig
 from kvcontract.conformance.run.worker import last_frame
@@ -63,8 +65,6 @@ def _maybe_import(name: str) -> Any:
 def _accepted(cls: Any, values: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments a release's dataclass takes (its fields vary by release);
     a required field missing here makes the constructor raise, which the probe reports."""
-    import dataclasses
-
     if not dataclasses.is_dataclass(cls):
         return values
     names = {f.name for f in dataclasses.fields(cls) if f.init}
@@ -239,8 +239,12 @@ class VllmRouter:
         return self._builders[key]
 
     def metadata(self, request: RoutingRequest) -> Any:
-        """The ``CommonAttentionMetadata`` of the invocation (CPU tensors)."""
+        """The ``CommonAttentionMetadata`` of the invocation (CPU tensors). vLLM reads the lengths
+        from tensors: they are made plain integers here (the symbolic search's values are
+        realized where native code needs them, and nowhere before)."""
         torch = self.torch
+        request = dataclasses.replace(request, query_lens=concrete_ints(request.query_lens),
+                                      seq_lens=concrete_ints(request.seq_lens))
         starts = [0]
         for n in request.query_lens:
             starts.append(starts[-1] + n)

@@ -185,6 +185,9 @@ def render(report: SymbolicReport) -> str:
     lines += ["", f"{counts} in {report.summary.seconds:.1f}s"
               + ("" if report.complete else f" (incomplete: {report.stopped or 'stopped'})")]
     if not report.failing and report.complete:
-        lines.append("no difference from the contract found within the budget (not a proof)")
+        proved = sum(1 for s in report.searched if s.bounds and s.exhausted and not s.findings)
+        lines.append("no difference from the contract found within the budget (not a proof"
+                     + (f"; the {proved} value group(s) explored exhaustively are, within their bounds)"
+                        if proved else ")"))
     lines += render_findings(report.records, "known failures found again (xfail):")
     return "\n".join(lines)

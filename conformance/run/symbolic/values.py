@@ -35,6 +35,7 @@ from kvcontract.conformance.contract import systematic as sysm
 from kvcontract.conformance.contract.laws.common import to_engine
 from kvcontract.conformance.contract.model import KitFailure
 from kvcontract.conformance.engines.dispatch import router_for
+from kvcontract.conformance.engines.native import concrete_int
 from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.conformance.run.symbolic.blocks import (
     Blocks,
@@ -234,8 +235,12 @@ def route_difference(engine: Engine, request: RoutingRequest) -> str | None:
         expected = reference.route(request)
     except DispatchError:
         expected = None
+    # the threshold picks the engine's metadata builder (an adapter keys its cache by it): one
+    # concrete value per path; the lengths stay symbolic into the engine (an adapter realizes
+    # them where native code reads them, kvcontract.conformance.engines.native)
+    engine_request = dataclasses.replace(request, decode_threshold=concrete_int(request.decode_threshold))
     try:
-        got = router(request)
+        got = router(engine_request)
     except Exception as exc:  # noqa: BLE001 - the engine's own failure
         return None if expected is None else f"raised {type(exc).__name__}"
     if expected is None:
