@@ -8,7 +8,8 @@ Both sides run here, in the normal interpreter, with a line tracer on the engine
 
 - check: every law of the profile, as ``kvcontract check`` runs it in a worker (only function
   bodies count: the module and class bodies an import runs are no input's doing);
-- symbolic: the search for ``--budget`` CPU seconds, every input it judged recorded; the
+- symbolic: the search for ``--budget`` CPU seconds, every input it judged recorded (a value
+  group's paths realized: those with a difference as judged, the others as recorded); the
   inputs are then judged again outside CrossHair under the tracer (CrossHair's own tracing
   and a line tracer cannot share the interpreter).
 
@@ -118,9 +119,12 @@ def symbolic_side(engine: Any, roots: tuple[str, ...], budget: float, seed: int)
             judged.setdefault(f"{clause}:{ex.to_json()!r}", (clause, copy.deepcopy(ex)))
             super()._check(group, clause, ex)
 
-    search = Recording(engine, seed_value=seed)
+    search = Recording(engine, seed_value=seed, record_value_inputs=True)
     start = time.process_time()
     search.run(budget, None)
+    for ex, clauses in search.value_inputs or []:  # the value paths the engine answered alike
+        for clause in clauses:
+            judged.setdefault(f"{clause}:{ex.to_json()!r}", (clause, ex))
     _forget()
     tracer = LineTracer(roots)
     with tracer:

@@ -37,11 +37,11 @@ def test_reference_every_path_reaches_the_engine_and_nothing_fails():
     paths = sum(g.stats.paths for g in structural)
     reached = sum(g.stats.reached_engine for g in structural)
     assert paths >= 400 and reached == paths, (paths, reached)
-    # a value group ignores the paths whose values fall outside the domain (CrossHair's
-    # IgnoreAttempt), never judged: only the others reach the engine
+    # a value group ignores the paths whose values build no spec or request (CrossHair's
+    # IgnoreAttempt), never judged: the others reach the engine
     values = [g.stats for g in search.groups if g.stats.operation in VALUE_OPERATIONS]
     assert values and all(s.reached_engine <= s.paths for s in values)
-    assert 0 < sum(s.reached_engine for s in values) < sum(s.paths for s in values)
+    assert sum(s.reached_engine for s in values) > sum(s.paths for s in values) // 2
     assert sum(g.stats.rejected for g in search.groups) == 0
     assert search.records == {}, list(search.records)
     assert search.errors == {}, list(search.errors)

@@ -152,3 +152,19 @@ def test_vllm_value_groups_reach_its_merge_and_router_with_symbolic_values():
         assert stats[f"value-merge:{kind}"].exhausted and not stats[f"value-merge:{kind}"].findings, kind
     route = stats["value-route"]
     assert route.reached_engine > 50 and route.unconfirmed == 0 and not search.errors
+
+
+def test_value_paths_record_their_realized_inputs_for_a_coverage_replay_only_when_asked():
+    from kvcontract.conformance.contract.laws import law
+
+    plain = Search(ReferenceEngine(), operations=["value-merge"], kinds=["FullAttentionSpec"])
+    assert plain.value_inputs is None
+    search = Search(ReferenceEngine(), operations=["value-merge", "value-route"], kinds=["FullAttentionSpec"],
+                    record_value_inputs=True)
+    search.run(None, 400)
+    assert search.value_inputs
+    kinds = {type(ex).__name__ for ex, _ in search.value_inputs}
+    assert kinds == {"Example", "DispatchExample"}
+    for ex, clauses in search.value_inputs[:40]:
+        for clause in clauses:
+            law(clause).check(ReferenceEngine(), ex)  # plain values: the reference passes

@@ -164,7 +164,8 @@ class Search:
                  kinds: Sequence[str] | None = None, clauses: Sequence[str] | None = None,
                  expectations: Expectations | None = None, seed_value: int = 0,
                  on_finding: Callable[[Record], None] | None = None,
-                 on_stats: Callable[[list[OperationStats]], None] | None = None) -> None:
+                 on_stats: Callable[[list[OperationStats]], None] | None = None,
+                 record_value_inputs: bool = False) -> None:
         unknown_ops = [o for o in operations if o not in OPERATIONS]
         if unknown_ops:
             raise SearchError(f"unknown operation(s) {', '.join(unknown_ops)}; choose from {', '.join(OPERATIONS)}")
@@ -190,6 +191,8 @@ class Search:
         self.records: dict[tuple[str, str], Record] = {}
         self.errors: dict[str, Record] = {}
         self.start_cpu = time.process_time()
+        self.value_inputs: list[tuple[Example, tuple[str, ...]]] | None = [] if record_value_inputs else None
+        """The value paths' realized inputs with no difference, when asked (a coverage replay)."""
         self.groups = self._groups(operations, seed_value)
         self.searched = {c for g in self.groups for c in clauses_of(g.stats.operation)} & self.active
         """The clauses this search judges (its groups', less those that skip on the engine)."""
@@ -246,11 +249,13 @@ class Search:
                     bounds = bounds_of(kb, self.blocks) if kb is not None else []
                     if kb is not None and bounds:
                         group = Group(op, kind.__name__, functools.partial(
-                            value_merge_probe, engine=self.engine, kb=kb, bounds=bounds), seed_value, self.mode)
+                            value_merge_probe, engine=self.engine, kb=kb, bounds=bounds, record=self.value_inputs),
+                            seed_value, self.mode)
                         group.stats.bounds = describe_bounds(op, kind.__name__, bounds)
                         groups.append(group)
             elif op == "value-route" and router_for(self.engine) is not None:
-                group = Group(op, "", functools.partial(value_route_probe, engine=self.engine), seed_value, self.mode)
+                group = Group(op, "", functools.partial(value_route_probe, engine=self.engine,
+                                                        record=self.value_inputs), seed_value, self.mode)
                 group.stats.bounds = describe_bounds(op, "", [])
                 groups.append(group)
         return groups

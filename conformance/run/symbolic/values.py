@@ -33,7 +33,7 @@ from kvcontract import reference
 from kvcontract.conformance.contract import strategies as strat
 from kvcontract.conformance.contract import systematic as sysm
 from kvcontract.conformance.contract.laws.common import to_engine
-from kvcontract.conformance.contract.model import KitFailure
+from kvcontract.conformance.contract.model import Example, KitFailure
 from kvcontract.conformance.engines.dispatch import router_for
 from kvcontract.conformance.engines.native import concrete_int
 from kvcontract.conformance.engines.protocol import Engine
@@ -133,15 +133,19 @@ def int_bounds(kind: type[KVCacheSpec], domain: strat.Domain, base: KVCacheSpec,
 
 
 def _symbolic_int(c: Chooser, lo: int, hi: int, name: str) -> Any:
-    """A CrossHair integer in [lo, hi] (the path is ignored outside it)."""
+    """A CrossHair integer in [lo, hi]: the bound is asserted in the path condition, not
+    branched on (a branch per bound would spend a path on each value's outside)."""
     from crosshair.core import proxy_for_type
-    from crosshair.tracers import ResumedTracing
     from crosshair.util import IgnoreAttempt
 
-    value = proxy_for_type(int, name)
-    with ResumedTracing():  # type: ignore[no-untyped-call]
+    value: Any = proxy_for_type(int, name)
+    var = getattr(value, "var", None)
+    if var is None:  # CrossHair may hand over a plain integer here: bounded as one
         if not lo <= value <= hi:
             raise IgnoreAttempt
+        return value
+    c.space.add(var >= lo)
+    c.space.add(var <= hi)
     return value
 
 
@@ -251,7 +255,24 @@ def route_difference(engine: Engine, request: RoutingRequest) -> str | None:
 # -- the probes -------------------------------------------------------------------------------
 
 
-def value_merge_probe(c: Chooser, engine: Engine, kb: KindBlocks, bounds: Sequence[FieldBound]) -> Probe:
+class _First:
+    """A chooser that takes the first option of every decision (no fork): the realized cases
+    a value path records for a coverage replay."""
+
+    def choose(self, n: int, what: str) -> int:
+        return 0
+
+    def flag(self, what: str) -> bool:
+        return False
+
+
+Recorded = list[tuple[Example, tuple[str, ...]]]
+"""Realized inputs of value paths with no difference (``Search(record_value_inputs=True)``):
+what scripts/engine_coverage.py judges again under its tracer."""
+
+
+def value_merge_probe(c: Chooser, engine: Engine, kb: KindBlocks, bounds: Sequence[FieldBound],
+                      record: Recorded | None = None) -> Probe:
     bound: FieldBound = c.pick(list(bounds), "field")
     # an enumerated field's values are choices, every combination a path: pairs, not triples
     n = 1 + c.choose(ENUM_MEMBERS if bound.choices else MAX_MEMBERS, "members")
@@ -270,13 +291,15 @@ def value_merge_probe(c: Chooser, engine: Engine, kb: KindBlocks, bounds: Sequen
     specs, difference = _guarded(run)
     features = {f"{bound.field}:n={n}:{difference or 'same'}"}
     if difference is None:
+        if record is not None:
+            record.extend(merge_cases(_First(), [_realized(s) for s in specs]))  # type: ignore[arg-type]
         return Probe([], features, reached=True)
     concrete = [_realized(s) for s in specs]
     return Probe(merge_cases(c, concrete), features | {f"difference:{difference}"}, reached=True,
                  difference=difference)
 
 
-def value_route_probe(c: Chooser, engine: Engine) -> Probe:
+def value_route_probe(c: Chooser, engine: Engine, record: Recorded | None = None) -> Probe:
     causal = c.flag("causal")
     capability = c.flag("capability")
     backend = c.flag("backend")
@@ -298,6 +321,8 @@ def value_route_probe(c: Chooser, engine: Engine) -> Probe:
     request, difference = _guarded(run)
     features = {f"n={n}:causal={causal}:{difference or 'same'}"}
     if difference is None:
+        if record is not None:
+            record.extend(route_cases(_realized(request)))
         return Probe([], features, reached=True)
     concrete = _realized(request)
     return Probe(route_cases(concrete), features | {f"difference:{difference}"}, reached=True,
