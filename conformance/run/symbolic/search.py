@@ -27,16 +27,17 @@ calls the law oracles (``suite.law(clause).check``): a
 :class:`~kvcontract.conformance.contract.model.Violation` is a finding, keyed by its
 signature exactly as in ``check``, with the same witness and snippet.
 
-Engine code runs on realized values (the choices are resolved before any
-engine call), so native code and torch internals are no obstacle; the
-search's symbolic part is the structure of the input, not the engine's
-arithmetic. A value outside the building blocks (say block_size 48) is not
-generated.
+In these structural groups engine code runs on realized values (the choices
+are resolved before any engine call), so native code and torch internals are no
+obstacle; their symbolic part is the structure of the input. The value groups
+(``value-merge:<Kind>``, ``value-route``; :mod:`kvcontract.conformance.run.symbolic.values`)
+keep one field's values symbolic into the engine, so its branches on values (a
+block size of 48) are solved, and an exhausted value group is a bounded proof.
 
 Search groups: ``merge:<Kind>`` (1–4 members of one kind), ``mixed`` (two
 kinds), ``empty`` (``merge([])``, ``is_uniform({})``), ``uniform`` and
-``group`` (layer tables of one or two kinds) and ``route`` (routing
-batches). Each group keeps its own CrossHair path tree across batches; the
+``group`` (layer tables of one or two kinds), ``route`` (routing
+batches), and the value groups. Each group keeps its own CrossHair path tree across batches; the
 scheduler gives more of the next round to groups whose last batch still
 discovered new coverage and drops groups whose tree is exhausted. The budget
 is CPU seconds of the worker (``--budget``) and/or a number of paths
