@@ -190,3 +190,18 @@ def test_vllm_merge_level_defects_in_both_modes(tmp_path):
         flags = ["-O"] if mode == "optimized" else []
         result = subprocess.run([sys.executable, *flags, str(script)], capture_output=True, text=True, timeout=300)
         assert result.returncode != 0 and "VIOLATION" in result.stderr, (sig, result.stderr[-500:])
+
+
+def test_the_console_counts_known_failures_per_clause_unless_verbose():
+    from kvcontract.conformance.reports.check import Record
+    from kvcontract.conformance.run.symbolic.report import render
+
+    report = run_symbolic("reference", iterations=12, optimize="off", operations=["empty"],
+                          use_default_xfails=False)
+    known = [Record(clause=c, title="t", level="MUST", mode="normal", status="xfail", signature=f"sig:{i}")
+             for i, c in enumerate(["ERROR-DETECT-1"] * 3 + ["MERGE-AGREE-1"])]
+    report.records = [*report.records, *known]
+    terse, verbose = render(report), render(report, verbose=True)
+    assert "known failures found again (xfail): 4 (ERROR-DETECT-1 3, MERGE-AGREE-1 1; --verbose" in terse
+    assert "sig:0" not in terse and all(f"[sig:{i}]" in verbose for i in range(4))
+    assert len(verbose.splitlines()) >= len(terse.splitlines()) + 4

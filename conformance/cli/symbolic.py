@@ -60,6 +60,8 @@ def register(subparsers: Any) -> None:
     add_xfails(parser)
     add_seed(parser, "CrossHair's path choices")
     add_quiet(parser)
+    parser.add_argument("--verbose", action="store_true",
+                        help="list every known failure found again (xfail), one a line (default: a count per clause)")
     parser.set_defaults(func=run)
 
 
@@ -110,5 +112,5 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(render(report))
+    print(render(report, verbose=args.verbose))
     return 1 if report.failing or not report.complete else 0

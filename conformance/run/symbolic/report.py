@@ -4,6 +4,7 @@ written as it grows (:class:`LiveReport`), and its terminal rendering (:func:`re
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -148,8 +149,10 @@ class LiveReport:
             self.write()
 
 
-def render(report: SymbolicReport) -> str:
-    """Per mode and operation group: paths, reached the engine, rejected; then each failure."""
+def render(report: SymbolicReport, verbose: bool = False) -> str:
+    """Per mode and operation group: paths, reached the engine, rejected; then each failure
+    with its repro, and the known failures found again as a count per clause (``verbose``:
+    one a line)."""
     budget = " and ".join(x for x in (f"{report.budget_s:g} CPU s" if report.budget_s else "",
                                       f"{report.iterations} paths" if report.iterations else "") if x)
     wall = f", {report.wall_s:g} s wall in all" if report.wall_s else ""
@@ -189,5 +192,12 @@ def render(report: SymbolicReport) -> str:
         lines.append("no difference from the contract found within the budget (not a proof"
                      + (f"; the {proved} value group(s) explored exhaustively are, within their bounds)"
                         if proved else ")"))
-    lines += render_findings(report.records, "known failures found again (xfail):")
+    if verbose:
+        lines += render_findings(report.records, "known failures found again (xfail):")
+    else:
+        lines += render_findings([r for r in report.records if r.status != "xfail"], "")
+        xfails = collections.Counter(r.clause for r in report.records if r.status == "xfail")
+        if xfails:
+            lines += ["", f"known failures found again (xfail): {sum(xfails.values())} "
+                      f"({', '.join(f'{c} {n}' for c, n in sorted(xfails.items()))}; --verbose lists them)"]
     return "\n".join(lines)
