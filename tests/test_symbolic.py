@@ -205,3 +205,19 @@ def test_the_console_counts_known_failures_per_clause_unless_verbose():
     assert "known failures found again (xfail): 4 (ERROR-DETECT-1 3, MERGE-AGREE-1 1; --verbose" in terse
     assert "sig:0" not in terse and all(f"[sig:{i}]" in verbose for i in range(4))
     assert len(verbose.splitlines()) >= len(terse.splitlines()) + 4
+
+
+def test_progress_names_new_findings_and_only_counts_known_ones_now_and_then():
+    from kvcontract.conformance.run.symbolic.report import LiveReport
+
+    lines: list[str] = []
+    report = run_symbolic("reference", iterations=6, optimize="off", operations=["empty"],
+                          use_default_xfails=False)
+    report.records = []
+    live = LiveReport(report, None, lines.append)
+    finding = {"clause": "ERROR-DETECT-1", "title": "t", "level": "MUST", "mode": "normal", "seconds": 1.0}
+    for i in range(30):
+        live.event("normal", {"finding": {**finding, "status": "xfail", "signature": f"known:{i}"}})
+    live.event("normal", {"finding": {**finding, "status": "fail", "signature": "new:0"}})
+    assert len(lines) == 2 and "1 known failures found again so far" in lines[0]
+    assert "fail ERROR-DETECT-1 [new:0]" in lines[1] and len(report.records) == 31

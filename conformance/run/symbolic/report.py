@@ -25,6 +25,9 @@ from kvcontract.reports import ReportHeader, write_atomic
 
 Progress = Callable[[str], None]
 
+XFAIL_PROGRESS_S = 10.0
+"""At most one progress line per this many seconds for known failures found again."""
+
 
 class OperationStats(pydantic.BaseModel):
     """What one search group explored in one mode: how many paths reached the engine.
@@ -114,6 +117,7 @@ class LiveReport:
         self.progress = progress
         self.lock = threading.Lock()
         self.start = time.perf_counter()
+        self.xfail_said = self.start - XFAIL_PROGRESS_S
         self.stats: dict[str, list[OperationStats]] = {}
         self.write()
 
@@ -129,9 +133,14 @@ class LiveReport:
             if "finding" in event:
                 record = Record(**event["finding"])
                 self.report.records.append(record)
-                if self.progress:
+                if self.progress and record.status != "xfail":
                     self.progress(f"[symbolic {mode}] {record.status} {record.clause} [{record.signature}] "
                                   f"after {record.seconds:.1f}s")
+                elif self.progress and time.perf_counter() - self.xfail_said >= XFAIL_PROGRESS_S:
+                    # known failures found again: a count now and then, not a line each
+                    self.xfail_said = time.perf_counter()
+                    known = sum(r.status == "xfail" for r in self.report.records)
+                    self.progress(f"[symbolic {mode}] {known} known failures found again so far")
                 self.write()
             elif "stats" in event:
                 self.set_stats(mode, event["stats"])
