@@ -86,11 +86,27 @@ class GroupingError(ValueError):
 
 
 def _distinct(values: Sequence[Any]) -> tuple[Any, ...]:
+    """The distinct values (equal and of one type), in order of first appearance."""
+    if values and all(v is values[0] for v in values):  # one object throughout: the common case
+        return (values[0],)
     seen: list[Any] = []
     for value in values:
         if not any(value == s and type(value) is type(s) for s in seen):
             seen.append(value)
     return tuple(seen)
+
+
+_RULES: dict[type[Any], tuple[tuple[str, Role, AnnotationRule | None], ...]] = {}
+
+
+def _rules(kind: type[Any]) -> tuple[tuple[str, Role, AnnotationRule | None], ...]:
+    """Each field of ``kind``: its name, role and, for an annotation, its merge rule (read once
+    per kind: a merge runs for every example a check judges)."""
+    rules = _RULES.get(kind)
+    if rules is None:
+        rules = _RULES[kind] = tuple((f.name, role_of(f), rule_of(f) if role_of(f) is Role.ANNOTATION else None)
+                                     for f in dataclasses.fields(kind))
+    return rules
 
 
 def merge(specs: Sequence[S]) -> S:
@@ -114,22 +130,18 @@ def merge(specs: Sequence[S]) -> S:
     first = specs[0]
     disagreements: list[Disagreement] = []
     changes: dict[str, Any] = {}
-    for f in dataclasses.fields(first):
-        role = role_of(f)
-        values = [getattr(s, f.name) for s in specs]
-        if role is Role.CAPABILITY:
-            changes[f.name] = any(values)
-            continue
-        if role is Role.ANNOTATION and rule_of(f) is AnnotationRule.ANY:
-            changes[f.name] = any(values)
+    for name, role, rule in _rules(type(first)):
+        values = [getattr(s, name) for s in specs]
+        if role is Role.CAPABILITY or rule is AnnotationRule.ANY:
+            changes[name] = any(values)
             continue
         if role is Role.ANNOTATION:  # AnnotationRule.COMMON
             values = [v for v in values if v is not None]
         distinct = _distinct(values)
         if len(distinct) > 1:
-            disagreements.append(Disagreement(f.name, role, distinct))
+            disagreements.append(Disagreement(name, role, distinct))
         elif role is Role.ANNOTATION:
-            changes[f.name] = distinct[0] if distinct else None
+            changes[name] = distinct[0] if distinct else None
     for names in first.mutually_exclusive:
         set_names = tuple(n for n in names if changes.get(n, getattr(first, n)) is not None)
         if len(set_names) > 1 and not any(d.field in names for d in disagreements):
