@@ -43,7 +43,9 @@ def expect_rejection(engine: Engine, ex: Example) -> BaseException | None:
 
 
 def _what(ex: Example) -> str:
-    return f"differ in {ex.field}" if ex.field else "are of different kinds"
+    if ex.field:
+        return f"differ in {ex.field}"
+    return "are of different kinds" if len(ex.kinds()) > 1 else "differ in more than one field"
 
 
 def _must_raise(ex: Example) -> Raised:
