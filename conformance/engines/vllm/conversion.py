@@ -169,13 +169,15 @@ class VllmConversion(VllmDiscovery):
         kind = KINDS_BY_NAME.get(type(obj).__name__)
         if kind is None:
             raise UnmappableResult(f"vllm returned a {type(obj).__name__}, not a reference kind")
-        values = {}
-        self.unsupported_fields(kind)  # finds the fields not to read back, once per kind
-        ignored = self._not_read_back.get(kind, frozenset())
-        for f in dataclasses.fields(kind):
-            if hasattr(obj, f.name) and f.name not in ignored:
-                values[f.name] = self._from_value(f.default, getattr(obj, f.name))
-        spec = kind(**values)
+        # the fields to read back, per engine class: those it has, less those not read back
+        readable: dict[type, tuple[tuple[str, Any], ...]] = self.__dict__.setdefault("_readable", {})
+        fields = readable.get(type(obj))
+        if fields is None:
+            self.unsupported_fields(kind)  # finds the fields not to read back, once per kind
+            ignored = self._not_read_back.get(kind, frozenset())
+            fields = readable[type(obj)] = tuple((f.name, f.default) for f in dataclasses.fields(kind)
+                                                 if hasattr(obj, f.name) and f.name not in ignored)
+        spec = kind(**{name: self._from_value(default, getattr(obj, name)) for name, default in fields})
         # MLA pages: vLLM stores the alignment padding it derived; so does the model.
         if getattr(obj, "page_size_padded", None) != getattr(spec, "page_size_padded", None):
             object.__setattr__(spec, "page_size_padded", getattr(obj, "page_size_padded", None))
