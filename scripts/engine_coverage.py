@@ -115,9 +115,9 @@ def symbolic_side(engine: Any, roots: tuple[str, ...], budget: float, seed: int)
     judged: dict[str, tuple[str, Example]] = {}
 
     class Recording(Search):
-        def _check(self, group: Any, clause: str, ex: Example) -> None:
+        def _check(self, group: Any, clause: str, ex: Example) -> bool:
             judged.setdefault(f"{clause}:{ex.to_json()!r}", (clause, copy.deepcopy(ex)))
-            super()._check(group, clause, ex)
+            return super()._check(group, clause, ex)
 
     search = Recording(engine, seed_value=seed, record_value_inputs=True)
     start = time.process_time()
