@@ -168,3 +168,12 @@ def test_value_paths_record_their_realized_inputs_for_a_coverage_replay_only_whe
     for ex, clauses in search.value_inputs[:40]:
         for clause in clauses:
             law(clause).check(ReferenceEngine(), ex)  # plain values: the reference passes
+
+
+@pytest.mark.parametrize("mutant, clause", [("uniform-by-kind", "UNIFORM-MERGE-1"),
+                                            ("uniform-raises", "UNIFORM-NORAISE-1")])
+def test_value_merge_paths_ask_is_uniform_of_the_same_specs(mutant: str, clause: str):
+    search = Search(load_mutant(mutant), operations=["value-merge"], kinds=["FullAttentionSpec"])
+    search.run(None, 200, stop_on_finding=True)
+    assert {c for c, _ in search.records} == {clause}, sorted(search.records)
+    assert "value-merge" in symbolic_operations(type(load_mutant(mutant)))

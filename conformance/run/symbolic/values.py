@@ -11,7 +11,8 @@ the engine's own operation, so the engine's branches on values (``block_size == 
 3. with tracing on, build the input and ask the *value oracle* whether the engine's answer
    differs from the contract: for a merge, the reference's verdict (merge or refuse) and the
    role rules on the merged spec (must-agree fields equal the members', capabilities and
-   flags unioned, the page size the members'); for routing, the reference's routing;
+   flags unioned, the page size the members'), and ``is_uniform`` of the same specs as a
+   layer table answering as the merge does; for routing, the reference's routing;
 4. on a difference, realize the values (a model of the path condition) and judge the
    concrete example with the clauses of its shape, exactly as ``check`` does: only a law's
    violation is a finding; a difference no law confirms is counted (``unconfirmed``).
@@ -204,6 +205,17 @@ def merge_difference(engine: Engine, specs: Sequence[KVCacheSpec]) -> str | None
         "page size" if engine.page_size(out) != specs[0].page_size_bytes else None)
 
 
+def uniform_difference(engine: Engine, specs: Sequence[KVCacheSpec], mergeable: bool) -> str | None:
+    """Whether the engine's ``is_uniform`` of ``specs`` as a layer table answers as the merge
+    does (UNIFORM-MERGE-1) without raising (UNIFORM-NORAISE-1) (traced)."""
+    table = {f"layers.{i}": to_engine(engine, s) for i, s in enumerate(specs)}
+    try:
+        uniform = engine.is_uniform(table)
+    except Exception as exc:  # noqa: BLE001 - the engine's own failure
+        return f"is_uniform raised {type(exc).__name__}"
+    return None if bool(uniform) == mergeable else "is_uniform answered otherwise"
+
+
 def _role_difference(specs: Sequence[KVCacheSpec], got: KVCacheSpec, unread: frozenset[str]) -> str | None:
     """The role rules on a merged spec: must-agree fields equal every member's, capabilities
     and ANY flags the union, COMMON annotations the members' common value (``unread``: the
@@ -286,7 +298,11 @@ def value_merge_probe(c: Chooser, engine: Engine, kb: KindBlocks, bounds: Sequen
 
     def run() -> tuple[list[KVCacheSpec], str | None]:
         specs = build()
-        return specs, merge_difference(engine, specs)
+        difference = merge_difference(engine, specs)
+        if difference is None:
+            difference = uniform_difference(engine, specs, reference.is_uniform(
+                {f"layers.{i}": s for i, s in enumerate(specs)}))
+        return specs, difference
 
     specs, difference = _guarded(run)
     features = {f"{bound.field}:n={n}:{difference or 'same'}"}
@@ -350,7 +366,7 @@ def describe_bounds(operation: str, kind: str, bounds: Sequence[FieldBound]) -> 
     if operation == "value-route":
         return (f"1-{ROUTE_REQUESTS} requests, query and context lengths in [0,{ROUTE_MAX_LEN}], "
                 f"threshold in [1,{ROUTE_MAX_THRESHOLD}], every flag and query-length support")
-    return f"{kind}, 1-{MAX_MEMBERS} members (enumerations 1-{ENUM_MEMBERS}), one of " + \
+    return f"{kind}, merge and is_uniform of 1-{MAX_MEMBERS} members (enumerations 1-{ENUM_MEMBERS}), one of " + \
         ", ".join(b.describe() for b in bounds) + " per member, the other fields the base's"
 
 
