@@ -22,7 +22,7 @@ from kvcontract.conformance.run.symbolic.values import (
     int_bounds,
     proof_line,
 )
-from kvcontract.reference import FullAttentionSpec, IncompatibleSpecs, MLAAttentionSpec
+from kvcontract.reference import FullAttentionSpec, IncompatibleSpecs, MambaSpec, MLAAttentionSpec
 
 pytest.importorskip("crosshair")
 
@@ -177,3 +177,22 @@ def test_value_merge_paths_ask_is_uniform_of_the_same_specs(mutant: str, clause:
     search.run(None, 200, stop_on_finding=True)
     assert {c for c, _ in search.records} == {clause}, sorted(search.records)
     assert "value-merge" in symbolic_operations(type(load_mutant(mutant)))
+
+
+def test_string_fields_are_symbolic_strings_equal_to_the_engines_values_or_free():
+    mamba = _bounds(MambaSpec)["mamba_cache_mode"]
+    assert mamba.text and mamba.free and set(mamba.choices) >= {"align", "all"}  # type: ignore[attr-defined]
+    assert "mamba_cache_mode∈str{" in mamba.describe() and "|str[len<=" in mamba.describe()  # type: ignore[attr-defined]
+    mla = _bounds(MLAAttentionSpec)
+    assert mla["cache_dtype_str"].optional and mla["model_version"].text  # type: ignore[attr-defined]
+
+
+def test_symbolic_strings_are_never_the_value_lists_objects_so_an_identity_compare_is_found():
+    # the structural groups pass the very string objects of the value lists, so ``is`` holds
+    # there; a symbolic string equal to 'all' is another object, as a value read from a config
+    search = Search(load_mutant("identity-compare"), operations=["value-merge"], kinds=["MambaSpec"])
+    search.run(None, 3000, stop_on_finding=True)
+    record = next(iter(search.records.values()))
+    assert record.clause.startswith("MERGE-") and "mamba_cache_mode" in record.message
+    control = Search(ReferenceEngine(), operations=["value-merge"], kinds=["MambaSpec"])
+    assert control.run(None, 5000) == "exhausted" and not control.records and not control.errors

@@ -74,6 +74,8 @@ symbolic divisor, non-linear arithmetic the solver does not decide in time (the 
 groups still vary it over the engine's values)."""
 MAX_MEMBERS = 3
 ENUM_MEMBERS = 2
+MAX_STR = 12
+"""The longest free symbolic string: every literal the engines compare against fits."""
 ROUTE_REQUESTS = 4
 ROUTE_MAX_LEN = 64
 """Query and context lengths of a routing path: up to 64 tokens (longer than a kernel tile)."""
@@ -90,19 +92,27 @@ class FieldBound:
     hi: int
     optional: bool
     choices: tuple[Any, ...] = ()
-    """An enumerated field: every value of the engine's own set, chosen per member (no bound)."""
+    """An enumerated field: every value of the engine's own set, chosen per member (no bound);
+    a string field: the literals the domain restricts it to (its symbolic value equals one)."""
+    text: bool = False
+    """A string field: a CrossHair string equal to one of ``choices`` or (``free``) any of at
+    most ``hi`` characters; never the very object of a value list (``is`` is not ``==``)."""
+    free: bool = False
 
     def describe(self) -> str:
-        values = f"{{{len(self.choices)} values}}" if self.choices else f"[{self.lo},{self.hi}]"
+        if self.text:
+            values = f"str{{{', '.join(map(repr, self.choices))}}}" + (f"|str[len<={self.hi}]" if self.free else "")
+        else:
+            values = f"{{{len(self.choices)} values}}" if self.choices else f"[{self.lo},{self.hi}]"
         return f"{self.field}∈{values}" + ("|None" if self.optional else "")
 
 
-def _int_hint(kind: type[KVCacheSpec], name: str) -> tuple[bool, bool]:
-    """(whether the field holds an int, whether it is optional)."""
+def _hint(kind: type[KVCacheSpec], name: str, wanted: type) -> tuple[bool, bool]:
+    """(whether the field holds a ``wanted``, whether it is optional)."""
     tp = typing.get_type_hints(kind).get(name)
     args = set(typing.get_args(tp)) or {tp}
     optional = type(None) in args
-    return (args - {type(None)}) == {int}, optional
+    return (args - {type(None)}) == {wanted}, optional
 
 
 def int_bounds(kind: type[KVCacheSpec], domain: strat.Domain, base: KVCacheSpec,
@@ -118,7 +128,7 @@ def int_bounds(kind: type[KVCacheSpec], domain: strat.Domain, base: KVCacheSpec,
         if len(choices) > 1:
             bounds.append(FieldBound(f.name, 0, 0, False, choices))
     for f in sysm._settable(kind, domain):
-        is_int, optional = _int_hint(kind, f.name)
+        is_int, optional = _hint(kind, f.name, int)
         if not is_int or f.name in NOT_SOLVED or sysm.kind_values(kind, f.name) is not None \
                 or domain.restricted_values(kind, f.name) is not None:
             continue
@@ -130,6 +140,28 @@ def int_bounds(kind: type[KVCacheSpec], domain: strat.Domain, base: KVCacheSpec,
         if replace_spec(base, {f.name: lo}) is None:  # a floor of its own (a padded page): the engine's least
             lo = min(ints)
         bounds.append(FieldBound(f.name, lo, max(MIN_HIGH, 2 * max(ints)), optional))
+    return bounds + str_bounds(kind, domain)
+
+
+def str_bounds(kind: type[KVCacheSpec], domain: strat.Domain) -> list[FieldBound]:
+    """The kind's string fields (a cache dtype name, a mode, a model version): symbolic strings
+    equal to one of the domain's literals where it restricts the field (the producible domain);
+    else equal to one of the engine's values or any string up to :data:`MAX_STR` characters
+    (at least the engine's longest value)."""
+    bounds = []
+    for f in sysm._settable(kind, domain):
+        is_str, optional = _hint(kind, f.name, str)
+        if not is_str:
+            continue
+        restricted = domain.restricted_values(kind, f.name)
+        literals = tuple(v for v in restricted or () if isinstance(v, str))
+        if restricted is not None and not literals:
+            continue  # only None is producible: nothing to vary
+        values = literals or tuple(dict.fromkeys(
+            v for v in (getattr(s, f.name) for s in sysm.variants(kind, f.name, domain)) if isinstance(v, str)))
+        longest = max((len(v) for v in values), default=0)
+        bounds.append(FieldBound(f.name, 0, max(MAX_STR, longest), optional or None in (restricted or ()),
+                                 values, text=True, free=restricted is None))
     return bounds
 
 
@@ -150,9 +182,25 @@ def _symbolic_int(c: Chooser, lo: int, hi: int, name: str) -> Any:
     return value
 
 
+def _symbolic_str(bound: FieldBound, free: bool, name: str) -> Any:
+    """A CrossHair string: equal to one of ``bound.choices`` (compared, so the value stays
+    symbolic and a fresh object), or (``free``) any of at most ``bound.hi`` characters."""
+    from crosshair.core import proxy_for_type
+    from crosshair.util import IgnoreAttempt
+
+    value: Any = proxy_for_type(str, name)
+    outside = (lambda: len(value) > bound.hi) if free else (lambda: not any(value == v for v in bound.choices))
+    if _traced(outside):
+        raise IgnoreAttempt
+    return value
+
+
 def _member_value(c: Chooser, bound: FieldBound, i: int) -> Any:
     if bound.optional and c.flag(f"{bound.field}{i}-none"):
         return None
+    if bound.text:
+        free = not bound.choices or (bound.free and c.flag(f"{bound.field}{i}-free"))
+        return _symbolic_str(bound, free, f"{bound.field}{i}")
     if bound.choices:
         return c.pick(bound.choices, f"{bound.field}{i}")
     return _symbolic_int(c, bound.lo, bound.hi, f"{bound.field}{i}")
@@ -286,7 +334,7 @@ what scripts/engine_coverage.py judges again under its tracer."""
 def value_merge_probe(c: Chooser, engine: Engine, kb: KindBlocks, bounds: Sequence[FieldBound],
                       record: Recorded | None = None) -> Probe:
     bound: FieldBound = c.pick(list(bounds), "field")
-    # an enumerated field's values are choices, every combination a path: pairs, not triples
+    # an enumerated or string field's values are choices, every combination a path: pairs, not triples
     n = 1 + c.choose(ENUM_MEMBERS if bound.choices else MAX_MEMBERS, "members")
     values = [_member_value(c, bound, i) for i in range(n)]
 
@@ -366,7 +414,7 @@ def describe_bounds(operation: str, kind: str, bounds: Sequence[FieldBound]) -> 
     if operation == "value-route":
         return (f"1-{ROUTE_REQUESTS} requests, query and context lengths in [0,{ROUTE_MAX_LEN}], "
                 f"threshold in [1,{ROUTE_MAX_THRESHOLD}], every flag and query-length support")
-    return f"{kind}, merge and is_uniform of 1-{MAX_MEMBERS} members (enumerations 1-{ENUM_MEMBERS}), one of " + \
+    return f"{kind}, merge and is_uniform of 1-{MAX_MEMBERS} members (enumerations and strings 1-{ENUM_MEMBERS}), one of " + \
         ", ".join(b.describe() for b in bounds) + " per member, the other fields the base's"
 
 
