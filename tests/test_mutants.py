@@ -203,3 +203,26 @@ def test_list_prints_the_catalogue(capsys):
     out = capsys.readouterr().out
     for key, cls in MUTANTS.items():
         assert f"{key}: {cls.description}" in out
+
+
+def test_the_catalogue_doc_shows_each_profile_and_seed_as_a_column():
+    """docs/mutants.md: the main table from the first run, one verdict column per run, and the
+    known survivors named with their gap."""
+    def result(name: str, verdict: str, clause: str) -> MutantResult:
+        return MutantResult(mutant=name, engine=f"mutant:{name}", description="d", imitates="",
+                            expected_clauses=[clause], verdict=verdict,  # type: ignore[arg-type]
+                            killed_by=[clause] if verdict == "killed" else [],
+                            killed_in=["normal"] if verdict == "killed" else [], seconds=1.0,
+                            outcomes=[ModeOutcome(mode="normal", status=verdict)])  # type: ignore[arg-type]
+
+    def run(profile: str, seed: int, verdict: str) -> MutantsReport:
+        return MutantsReport(kit_version="0", engine="mutant catalogue", engine_version="0", profile=profile,
+                             seed=seed, modes=["normal"], exhaustive=False,
+                             mutants=[result("a", "killed", "MERGE-ORDER-1"), result("b", verdict, "GROUP-PARTITION-1")],
+                             control=result("reference", "survived", "MERGE-ORDER-1"), seconds=2.0)
+
+    text = hunt.render_markdown(run("default", 0, "killed"), [run("quick", 1, "survived")])
+    assert "| mutant | default, seed 0 | quick, seed 1 |" in text
+    assert "| `b` | killed (GROUP-PARTITION-1) | survived |" in text
+    assert "quick, seed 1: 1/2 killed, control clean" in text
+    assert all(f"`{k}`" in text for k in KNOWN_SURVIVORS)
