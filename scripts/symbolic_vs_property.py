@@ -31,14 +31,18 @@ clause oracles. Each decision gets its share of the paths, so a defect behind a 
 random sampling rarely takes (a 4-member list, the odd member third, a rare enum member at a
 large block size) is a few hundred paths away.
 
-The value groups (`value-merge:<kind>`, `value-route`) keep values symbolic into the engine: one
-field's values per member (integers bounded by the engine's own values, widened to at least 64;
-every value of an enumeration), or a routing batch's lengths and threshold, flow through the
-kit's constructors, the adapter and the engine's operation as CrossHair integers, so the
-engine's branches on values (`block_size == 48`, a block longer than 16 rows) are decided by
-the solver. A difference from the contract (the reference's verdict and the role rules) is
-realized and judged by the same clause oracles; a group whose tree is exhausted has judged
-every input within its bounds.
+The value groups (`value-merge:<kind>`, `value-group:<kind>`, `value-route`) keep values
+symbolic into the engine: one field's values per member or layer (integers bounded by the
+engine's own values, widened to at least 64; every value of an enumeration; strings as CrossHair
+strings equal to one of the engine's values or, where the domain leaves them free, any short
+string), or a routing batch's lengths and threshold, flow through the kit's constructors, the
+adapter and the engine's operation, so the engine's branches on values (`block_size == 48`, a
+block longer than 16 rows, `is` on two equal strings) are decided by the solver. The grouping
+group varies only fields that leave the page size alone (windows, chunk sizes, modes): page
+unification is a least common multiple and a quotient, non-linear arithmetic the solver did not
+decide in time. A difference from the contract (the reference's verdict, the role rules, a
+partition of the layers) is realized and judged by the same clause oracles; a group whose tree
+is exhausted has judged every input within its bounds.
 """
 
 

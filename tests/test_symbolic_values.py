@@ -20,6 +20,7 @@ from kvcontract.conformance.run.symbolic.values import (
     MIN_HIGH,
     VALUE_OPERATIONS,
     int_bounds,
+    page_neutral,
     proof_line,
 )
 from kvcontract.reference import FullAttentionSpec, IncompatibleSpecs, MambaSpec, MLAAttentionSpec
@@ -196,3 +197,23 @@ def test_symbolic_strings_are_never_the_value_lists_objects_so_an_identity_compa
     assert record.clause.startswith("MERGE-") and "mamba_cache_mode" in record.message
     control = Search(ReferenceEngine(), operations=["value-merge"], kinds=["MambaSpec"])
     assert control.run(None, 5000) == "exhausted" and not control.records and not control.errors
+
+
+def test_value_group_varies_only_fields_that_leave_the_page_alone():
+    domain = domain_of(ReferenceEngine())
+    base = sysm.base_spec(FullAttentionSpec, domain)
+    fields = {b.field for b in page_neutral(base, int_bounds(FullAttentionSpec, domain, base))}
+    assert {"sliding_window", "attention_chunk_size"} <= fields
+    assert not fields & {"block_size", "head_size", "num_kv_heads", "dtype", "block_stride_alignment"}
+
+
+def test_the_value_group_finds_a_layer_put_in_two_groups_and_proves_the_reference():
+    # windows w1 != w2 and a layer with none: the third layer merges with both groups
+    search = Search(load_mutant("bucket-without-break"), operations=["value-group"], kinds=["FullAttentionSpec"])
+    search.run(None, 2000, stop_on_finding=True)
+    assert ("GROUP-PARTITION-1", "not-a-partition:FullAttentionSpec") in search.records
+    control = Search(ReferenceEngine(), operations=["value-group"])
+    assert control.run(None, 20000) == "exhausted"
+    assert not control.records and not control.errors
+    assert {g.stats.name for g in control.groups} >= {"value-group:FullAttentionSpec", "value-group:MambaSpec"}
+    assert all(g.stats.exhausted and g.stats.unconfirmed == 0 for g in control.groups)

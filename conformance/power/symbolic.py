@@ -137,7 +137,7 @@ def run_symbolic_power(names: Sequence[str], *, budget_s: float = SYMBOLIC_BUDGE
     prop = run_mutants(names, profile=profile, seed_value=seed_value, optimize="both", progress=progress)
     control = run_symbolic(CONTROL_NAME, budget_s=budget_s, optimize="both", use_default_xfails=False)
     proofs = run_symbolic(CONTROL_NAME, budget_s=max(budget_s, PROOF_BUDGET_S), optimize="off",
-                          operations=["value-merge"], use_default_xfails=False)
+                          operations=["value-merge", "value-group"], use_default_xfails=False)
     rows = []
     for result in prop.mutants:
         found = symbolic_hunt(result.mutant, budget_s, progress)

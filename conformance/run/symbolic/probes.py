@@ -8,7 +8,7 @@ records (:func:`~kvcontract.conformance.contract.laws.clauses_for`), never typed
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from kvcontract import reference
 from kvcontract.conformance.contract import systematic as sysm
@@ -146,12 +146,18 @@ def uniform_probe(c: Chooser, blocks: Blocks, kinds: Sequence[type[KVCacheSpec]]
 
 def group_probe(c: Chooser, blocks: Blocks, kinds: Sequence[type[KVCacheSpec]]) -> Probe:
     specs = _table_specs(c, blocks, kinds, 4)
-    table = tuple((f"layers.{i}", s) for i, s in enumerate(specs))
     ok, _fields = _disagreement(specs)
-    clauses = clauses_for("group", ["table", "plan-table", "uniform-table"] if ok else ["table", "plan-table"])
     features = {f"n={len(specs)}", f"ok={ok}", "+".join(sorted({type(s).__name__ for s in specs}))}
     features |= {f"{k}.{f}" for k, f in sysm.exercised(specs)}
-    return Probe([(Example(table=table), clauses)], features)
+    return Probe(group_cases({f"layers.{i}": s for i, s in enumerate(specs)}), features)
+
+
+def group_cases(table: Mapping[str, KVCacheSpec]) -> list[tuple[Example, tuple[str, ...]]]:
+    """A layer table with the clauses that judge it: grouping's and planning's, and is_uniform's
+    when its layers merge."""
+    ok, _fields = _disagreement(list(table.values()))
+    clauses = clauses_for("group", ["table", "plan-table", "uniform-table"] if ok else ["table", "plan-table"])
+    return [(Example(table=tuple(table.items())), clauses)]
 
 
 ROUTE_LENGTHS = (0, 1, 2, 3, 4, 5, 8, 16)

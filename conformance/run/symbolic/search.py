@@ -30,7 +30,7 @@ signature exactly as in ``check``, with the same witness and snippet.
 In these structural groups engine code runs on realized values (the choices
 are resolved before any engine call), so native code and torch internals are no
 obstacle; their symbolic part is the structure of the input. The value groups
-(``value-merge:<Kind>``, ``value-route``; :mod:`kvcontract.conformance.run.symbolic.values`)
+(``value-merge:<Kind>``, ``value-group:<Kind>``, ``value-route``; :mod:`kvcontract.conformance.run.symbolic.values`)
 keep one field's values symbolic into the engine, so its branches on values (a
 block size of 48) are solved, and an exhausted value group is a bounded proof.
 
@@ -94,6 +94,8 @@ from kvcontract.conformance.run.symbolic.values import (
     VALUE_OPERATIONS,
     bounds_of,
     describe_bounds,
+    page_neutral,
+    value_group_probe,
     value_merge_probe,
     value_route_probe,
 )
@@ -251,6 +253,16 @@ class Search:
                     if kb is not None and bounds:
                         group = Group(op, kind.__name__, functools.partial(
                             value_merge_probe, engine=self.engine, kb=kb, bounds=bounds, record=self.value_inputs),
+                            seed_value, self.mode)
+                        group.stats.bounds = describe_bounds(op, kind.__name__, bounds)
+                        groups.append(group)
+            elif op == "value-group":
+                for kind in grouping:
+                    kb = self.blocks.of(kind)
+                    bounds = page_neutral(kb.base, bounds_of(kb, self.blocks)) if kb is not None else []
+                    if kb is not None and bounds:
+                        group = Group(op, kind.__name__, functools.partial(
+                            value_group_probe, engine=self.engine, kb=kb, bounds=bounds, record=self.value_inputs),
                             seed_value, self.mode)
                         group.stats.bounds = describe_bounds(op, kind.__name__, bounds)
                         groups.append(group)

@@ -33,10 +33,7 @@ from typing import Any
 from kvcontract import reference
 from kvcontract.conformance.contract import strategies as strat
 from kvcontract.conformance.contract import systematic as sysm
-from kvcontract.conformance.contract.laws.common import to_engine
-from kvcontract.conformance.contract.model import Example, KitFailure
-from kvcontract.conformance.engines.dispatch import router_for
-from kvcontract.conformance.engines.native import concrete_int
+from kvcontract.conformance.contract.model import Example
 from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.conformance.run.symbolic.blocks import (
     Blocks,
@@ -46,23 +43,25 @@ from kvcontract.conformance.run.symbolic.blocks import (
     replace_spec,
 )
 from kvcontract.conformance.run.symbolic.choices import Chooser
-from kvcontract.conformance.run.symbolic.probes import Probe, merge_cases, route_cases
+from kvcontract.conformance.run.symbolic.oracles import (
+    Outside,
+    group_difference,
+    merge_difference,
+    route_difference,
+    uniform_difference,
+)
+from kvcontract.conformance.run.symbolic.probes import Probe, group_cases, merge_cases, route_cases
 from kvcontract.reference import (
-    AnnotationRule,
-    DispatchError,
-    IncompatibleSpecs,
     InvalidRoutingRequest,
     InvalidSpec,
     KVCacheSpec,
     QueryLenSupport,
     Role,
     RoutingRequest,
-    is_advisory,
     role_of,
-    rule_of,
 )
 
-VALUE_OPERATIONS: dict[str, str] = {"value-merge": "merge", "value-route": "route"}
+VALUE_OPERATIONS: dict[str, str] = {"value-merge": "merge", "value-group": "group", "value-route": "route"}
 """The value groups, each with the operation whose clauses judge its differences."""
 
 MIN_HIGH = 64
@@ -219,99 +218,6 @@ def _realized(value: Any) -> Any:
     return deep_realize(value)
 
 
-class Outside(Exception):
-    """The path's values build no spec the kit and the engine both accept: not an input."""
-
-
-# -- the value oracle -------------------------------------------------------------------------
-
-
-def merge_difference(engine: Engine, specs: Sequence[KVCacheSpec]) -> str | None:
-    """How the engine's merge of ``specs`` breaks the contract, or None (runs traced: every
-    comparison is a path condition)."""
-    try:
-        expected: KVCacheSpec | None = reference.merge(list(specs))
-    except IncompatibleSpecs:
-        expected = None
-    try:
-        objs = [to_engine(engine, s) for s in specs]
-    except KitFailure:
-        raise Outside("the engine's constructor refuses the values") from None
-    try:
-        out = engine.merge(objs)
-    except AssertionError:
-        return None if expected is None else "refused a compatible list"
-    except Exception as exc:  # noqa: BLE001 - the engine's own failure: what the oracle reports
-        return f"raised {type(exc).__name__}"
-    if expected is None:
-        return "merged an incompatible list"
-    try:
-        got = engine.from_engine(out)
-    except Exception as exc:  # noqa: BLE001 - a result the adapter cannot read back
-        return f"an unreadable result ({type(exc).__name__})"
-    return _role_difference(specs, got, frozenset(engine.unsupported_fields(type(specs[0])))) or (
-        "page size" if engine.page_size(out) != specs[0].page_size_bytes else None)
-
-
-def uniform_difference(engine: Engine, specs: Sequence[KVCacheSpec], mergeable: bool) -> str | None:
-    """Whether the engine's ``is_uniform`` of ``specs`` as a layer table answers as the merge
-    does (UNIFORM-MERGE-1) without raising (UNIFORM-NORAISE-1) (traced)."""
-    table = {f"layers.{i}": to_engine(engine, s) for i, s in enumerate(specs)}
-    try:
-        uniform = engine.is_uniform(table)
-    except Exception as exc:  # noqa: BLE001 - the engine's own failure
-        return f"is_uniform raised {type(exc).__name__}"
-    return None if bool(uniform) == mergeable else "is_uniform answered otherwise"
-
-
-def _role_difference(specs: Sequence[KVCacheSpec], got: KVCacheSpec, unread: frozenset[str]) -> str | None:
-    """The role rules on a merged spec: must-agree fields equal every member's, capabilities
-    and ANY flags the union, COMMON annotations the members' common value (``unread``: the
-    fields the engine does not have, not judged)."""
-    if type(got) is not type(specs[0]):
-        return "kind"
-    for f in dataclasses.fields(got):
-        if f.name in unread:
-            continue
-        role = role_of(f)
-        values = [getattr(s, f.name) for s in specs]
-        value = getattr(got, f.name)
-        if role is Role.CAPABILITY or (role is Role.ANNOTATION and rule_of(f) is AnnotationRule.ANY):
-            if bool(value) != any(values):
-                return f"{f.name} not unioned"
-        elif role is Role.ANNOTATION:
-            common = [v for v in values if v is not None]
-            if (value is None) != (not common) or (common and value != common[0]):
-                return f"{f.name} not the common value"
-        elif is_advisory(f):
-            continue
-        elif any(value != v for v in values):
-            return f"{f.name} differs from a member's"
-    return None
-
-
-def route_difference(engine: Engine, request: RoutingRequest) -> str | None:
-    """Whether the engine routes ``request`` as the reference does (traced)."""
-    router = router_for(engine)
-    if router is None:
-        raise Outside("the engine has no router")
-    try:
-        expected = reference.route(request)
-    except DispatchError:
-        expected = None
-    # the threshold picks the engine's metadata builder (an adapter keys its cache by it): one
-    # concrete value per path; the lengths stay symbolic into the engine (an adapter realizes
-    # them where native code reads them, kvcontract.conformance.engines.native)
-    engine_request = dataclasses.replace(request, decode_threshold=concrete_int(request.decode_threshold))
-    try:
-        got = router(engine_request)
-    except Exception as exc:  # noqa: BLE001 - the engine's own failure
-        return None if expected is None else f"raised {type(exc).__name__}"
-    if expected is None:
-        return "routed a batch the contract refuses"
-    return None if got == expected else "routed differently"
-
-
 # -- the probes -------------------------------------------------------------------------------
 
 
@@ -363,6 +269,32 @@ def value_merge_probe(c: Chooser, engine: Engine, kb: KindBlocks, bounds: Sequen
                  difference=difference)
 
 
+def value_group_probe(c: Chooser, engine: Engine, kb: KindBlocks, bounds: Sequence[FieldBound],
+                      record: Recorded | None = None) -> Probe:
+    """A layer table of 1-3 layers of one kind whose chosen field is symbolic per layer (so
+    one layer may merge with two groups: no window beside two windows), grouped by the engine;
+    then planned like every grouping table when a difference is judged."""
+    bound: FieldBound = c.pick(list(bounds), "field")
+    n = 1 + c.choose(ENUM_MEMBERS if bound.choices else MAX_MEMBERS, "layers")
+    values = [_member_value(c, bound, i) for i in range(n)]
+
+    def run() -> tuple[dict[str, KVCacheSpec], str | None]:
+        try:
+            table = {f"layers.{i}": dataclasses.replace(kb.base, **{bound.field: v}) for i, v in enumerate(values)}
+        except (InvalidSpec, TypeError, ValueError, ArithmeticError):
+            raise Outside("the kit's constructor refuses the values") from None
+        return table, group_difference(engine, table)
+
+    table, difference = _guarded(run)
+    features = {f"{bound.field}:n={n}:{difference or 'same'}"}
+    cases = group_cases(_realized(table)) if difference is not None or record is not None else []
+    if difference is None:
+        if record is not None:
+            record.extend(cases)
+        return Probe([], features, reached=True)
+    return Probe(cases, features | {f"difference:{difference}"}, reached=True, difference=difference)
+
+
 def value_route_probe(c: Chooser, engine: Engine, record: Recorded | None = None) -> Probe:
     causal = c.flag("causal")
     capability = c.flag("capability")
@@ -409,11 +341,33 @@ def bounds_of(kb: KindBlocks, blocks: Blocks) -> list[FieldBound]:
     return int_bounds(kb.kind, blocks.domain, kb.base, blocks.ok)
 
 
+def page_neutral(base: KVCacheSpec, bounds: Sequence[FieldBound]) -> list[FieldBound]:
+    """The fields whose values leave the page size alone: not LAYOUT by role (windows, chunk
+    sizes, cache modes, speculative blocks), and the page checked unchanged at the bound's ends
+    and middle. What ``value-group`` varies. A field that sizes the page sends grouping through page-size
+    unification (a least common multiple, block sizes scaled by a quotient): non-linear
+    arithmetic the solver did not decide in time (half a second a path on the reference,
+    against a few milliseconds); the structural group varies those over the engine's values."""
+    def sizes(bound: FieldBound) -> bool:
+        values = bound.choices if bound.choices else (bound.lo, bound.hi, (bound.lo + bound.hi) // 2)
+        for v in values:
+            other = replace_spec(base, {bound.field: v})
+            if other is not None and other.page_size_bytes != base.page_size_bytes:
+                return True
+        return False
+
+    layout = {f.name for f in dataclasses.fields(base) if role_of(f) is Role.LAYOUT}
+    return [b for b in bounds if b.field not in layout and not sizes(b)]
+
+
 def describe_bounds(operation: str, kind: str, bounds: Sequence[FieldBound]) -> str:
     """The bounds a value group explores, in words (the proof line's premise)."""
     if operation == "value-route":
         return (f"1-{ROUTE_REQUESTS} requests, query and context lengths in [0,{ROUTE_MAX_LEN}], "
                 f"threshold in [1,{ROUTE_MAX_THRESHOLD}], every flag and query-length support")
+    if operation == "value-group":
+        return f"{kind}, grouping of 1-{MAX_MEMBERS} layers with the page size of the base (enumerations and strings 1-{ENUM_MEMBERS}), one of " + \
+            ", ".join(b.describe() for b in bounds) + " per layer, the other fields the base's"
     return f"{kind}, merge and is_uniform of 1-{MAX_MEMBERS} members (enumerations and strings 1-{ENUM_MEMBERS}), one of " + \
         ", ".join(b.describe() for b in bounds) + " per member, the other fields the base's"
 
