@@ -45,12 +45,13 @@ class Example:
     values read back from a config do); a repro rebuilds them at run time, where equal literals
     would be one object."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, spec_json: Callable[[KVCacheSpec], dict[str, Any]] = spec_to_json) -> dict[str, Any]:
+        """The JSON form; ``spec_json``: each spec's (:func:`spec_to_json`, or a cache of it)."""
         data: dict[str, Any] = {}
         if self.specs:
-            data["specs"] = [spec_to_json(s) for s in self.specs]
+            data["specs"] = [spec_json(s) for s in self.specs]
         if self.table:
-            data["table"] = {n: spec_to_json(s) for n, s in self.table}
+            data["table"] = {n: spec_json(s) for n, s in self.table}
         if self.field is not None:
             data["field"] = self.field
         if self.order:

@@ -12,7 +12,6 @@ supervised worker (:mod:`kvcontract.conformance.run.tasks`) and in the pytest pl
 from __future__ import annotations
 
 import copy
-import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -23,12 +22,13 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from kvcontract.conformance.contract.laws import law
 from kvcontract.conformance.contract.model import Example, KitFailure, Law, Violation, domain_of
 from kvcontract.conformance.contract.models import model_examples
-from kvcontract.conformance.contract.systematic import all_pairs, exercised
+from kvcontract.conformance.contract.systematic import all_pairs
 from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.conformance.reports.check import ClauseRun, Mode, Record
 from kvcontract.conformance.reports.expectations import Expectations
 from kvcontract.conformance.run import verdicts
 from kvcontract.conformance.run.draws import neutralize_local_constants
+from kvcontract.conformance.run.facts import ExampleFacts, example_facts
 from kvcontract.conformance.run.worker import Emit, begin, last_frame
 
 PROFILES: dict[str, int] = {"quick": 0, "default": 100, "thorough": 1000}
@@ -96,37 +96,6 @@ class _Findings:
         return None
 
 
-class ExampleFacts:
-    """What judging an example needs besides the engine: its JSON (the witness, as it was
-    before any engine saw it), that JSON's text (the worker's progress), the (kind, field)
-    pairs it exercises. The same for every clause that judges the example."""
-
-    __slots__ = ("pairs", "pristine", "text")
-
-    def __init__(self, pristine: dict[str, Any], text: str | None, pairs: frozenset[tuple[str, str]]) -> None:
-        self.pristine, self.text, self.pairs = pristine, text, pairs
-
-    @classmethod
-    def of(cls, ex: Example, *, encode: bool = True) -> ExampleFacts:
-        pristine = ex.to_json()
-        return cls(pristine, json.dumps(pristine, default=str) if encode else None,
-                   frozenset(exercised([*ex.specs, *(s for _, s in ex.table)])))
-
-
-_FACTS: dict[int, tuple[Example, ExampleFacts]] = {}
-"""Per enumerated example (by identity; the example is kept alive here): its facts."""
-
-
-def example_facts(ex: Example) -> ExampleFacts:
-    """:class:`ExampleFacts` of an enumerated example, computed once per worker."""
-    held = _FACTS.get(id(ex))
-    if held is None or held[0] is not ex:
-        if len(_FACTS) >= 1 << 17:
-            _FACTS.clear()
-        held = _FACTS[id(ex)] = (ex, ExampleFacts.of(ex))
-    return held[1]
-
-
 _SYSTEMATIC: dict[tuple[Any, Any], tuple[Example, ...]] = {}
 """Systematic examples by (shape enumerator, domain): several clauses share a shape (the
 near misses feed four), and enumerating one took as long as judging it."""
@@ -166,19 +135,39 @@ class _Stop(Exception):
     pass
 
 
+_DRAWN: dict[tuple[Any, ...], tuple[Example, ...]] = {}
+"""Random examples by (shape strategy, domain, count, seed): the clauses of a shape judge the
+same draws (hypothesis draws a seed's sequence whatever the test body does, as long as it
+never fails), and drawing one cost ten times judging it."""
+
+
+def drawn_examples(law_: Law, domain: Any, examples: int, seed_value: int) -> tuple[Example, ...]:
+    """The ``examples`` random examples hypothesis draws for ``law_``'s shape at ``seed_value``,
+    drawn once per worker: the sequence :func:`_shrink` replays up to a wanted finding."""
+    key = (law_.strategy, domain, examples, seed_value)
+    cached = _DRAWN.get(key)
+    if cached is None:
+        drawn: list[Example] = []
+
+        @_hypothesis_settings(examples, shrink=False)
+        @seed(seed_value)
+        @given(law_.strategy(domain))
+        def collect(ex: Example) -> None:
+            drawn.append(ex)
+
+        collect()
+        if len(_DRAWN) >= 32:
+            _DRAWN.clear()
+        cached = _DRAWN[key] = tuple(drawn)
+    return cached
+
+
 def _random_phase(engine: Engine, law_: Law, examples: int, seed_value: int, findings: _Findings,
                   emit: Emit | None) -> list[str]:
     """Search without stopping at a finding; returns the signatures it found first."""
     before = set(findings.found)
-    strategy = law_.strategy(domain_of(engine))
-
-    @_hypothesis_settings(examples, shrink=False)
-    @seed(seed_value)
-    @given(strategy)
-    def probe(ex: Example) -> None:
-        findings.judge(engine, law_, ex, "random", emit)
-
-    probe()
+    for ex in drawn_examples(law_, domain_of(engine), examples, seed_value):
+        findings.judge(engine, law_, ex, "random", emit, example_facts(ex))
     return [s for s in findings.found if s not in before]
 
 

@@ -358,13 +358,18 @@ class TaskEmitter:
     def __init__(self, task_id: int, send: Callable[[str], None], slot: mmap.mmap | None) -> None:
         self.task_id, self._send, self._slot = task_id, send, slot
         self._last_sent = -HEARTBEAT_EVERY_S
+        self._starts: dict[tuple[Any, ...], str] = {}
 
     def __call__(self, event: Mapping[str, Any]) -> None:
         self._send(event_line(self.task_id, event))
 
     def begin(self, head: Mapping[str, Any], example_json: str) -> None:
-        fields = json.dumps(dict(head), default=str)[1:-1]
-        line = f'{_event_prefix(self.task_id)}{{{fields}{", " if fields else ""}"example": {example_json}}}}}'
+        key = tuple(head.items())
+        start = self._starts.get(key)
+        if start is None:  # one per clause and phase: encoded once
+            fields = json.dumps(dict(head), default=str)[1:-1]
+            start = self._starts[key] = f'{_event_prefix(self.task_id)}{{{fields}{", " if fields else ""}"example": '
+        line = f"{start}{example_json}}}}}"
         now = time.monotonic()
         data = line.encode()
         if self._slot is not None and len(data) <= SLOT_BYTES - _SLOT_HEADER.size:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from hypothesis import strategies as st
 
 from kvcontract import reference
 from kvcontract.conformance.contract import strategies as strat
+from kvcontract.conformance.contract.codec import spec_to_json
 from kvcontract.conformance.contract.expectations import (
     Accepted,
     CapabilityNeutral,
@@ -52,7 +53,8 @@ class DispatchExample(Example):
 
     request: RoutingRequest | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, spec_json: Callable[[reference.KVCacheSpec], dict[str, Any]] = spec_to_json) -> dict[str, Any]:
+        """The request as JSON (it holds no spec: ``spec_json`` is not asked)."""
         r = self.request
         if r is None:
             return {}
