@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -202,8 +203,11 @@ read back differently)."""
 
 def _answer_key(cls: type, values: list[Any], padded: Any) -> tuple[Any, ...] | None:
     """A read-back answer by value, type by type (a dtype and an enum member are keyed by
-    themselves); None where a value is of any other type (a list, a symbolic value), which is
-    then read back afresh."""
+    themselves); None where a value is of any other type (a list, a symbolic value) or while
+    CrossHair traces, which is then read back afresh."""
+    tracers = sys.modules.get("crosshair.tracers")  # loaded only by a symbolic search
+    if tracers is not None and tracers.is_tracing():
+        return None  # a symbolic value reads as its plain type there, and hashing it would realize it
     key: list[Any] = [cls]
     for v in (padded, *values):
         t = type(v)
