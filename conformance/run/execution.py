@@ -138,7 +138,8 @@ class _Stop(Exception):
 _DRAWN: dict[tuple[Any, ...], tuple[Example, ...]] = {}
 """Random examples by (shape strategy, domain, count, seed): the clauses of a shape judge the
 same draws (hypothesis draws a seed's sequence whatever the test body does, as long as it
-never fails), and drawing one cost ten times judging it."""
+never fails), and drawing was most of the random phase (ERROR-KIND-1: 0.72 s to draw 100,
+0.03 s to judge them)."""
 
 
 def drawn_examples(law_: Law, domain: Any, examples: int, seed_value: int) -> tuple[Example, ...]:
