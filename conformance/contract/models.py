@@ -58,11 +58,24 @@ def _engine_groups(engine: Engine, table: tuple[tuple[str, KVCacheSpec], ...]) -
     return [[by_name[n] for n in g.layer_names if n in by_name] for g in groups]
 
 
-def model_examples(engine: Engine, law_: Law) -> Iterator[tuple[str, Example]]:
-    """``(model name, example)`` for each real model table of ``engine`` in ``law_``'s shape."""
+_BY_SHAPE: dict[tuple[int, str], tuple[Engine, tuple[tuple[str, Example], ...]]] = {}
+"""Per engine (held beside its entry) and shape: its model examples, the same objects for every
+clause of the shape (whose answers and facts are remembered by identity)."""
+
+
+def model_examples(engine: Engine, law_: Law) -> tuple[tuple[str, Example], ...]:
+    """``(model name, example)`` for each real model table of ``engine`` in ``law_``'s shape
+    (worked out once per engine and shape: building them grouped each table in the engine)."""
+    key = (id(engine), law_.shape.name)
+    held = _BY_SHAPE.get(key)
+    if held is None or held[0] is not engine:
+        held = _BY_SHAPE[key] = (engine, tuple(_model_examples(engine, law_.shape.name)))
+    return held[1]
+
+
+def _model_examples(engine: Engine, shape: str) -> Iterator[tuple[str, Example]]:
     if not isinstance(engine, ModelTables):
         return
-    shape = law_.shape.name
     for name, layers in engine.model_tables():
         table = tuple(layers)
         if shape in TABLE_SHAPES:

@@ -259,7 +259,7 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
     systematic = 0
     try:
         for _, ex in model_examples(engine, law_):  # real models first: their witness is kept
-            findings.judge(engine, law_, ex, "model", emit)
+            findings.judge(engine, law_, ex, "model", emit, example_facts(ex))
         if law_.systematic is not None:
             for ex in systematic_examples(law_, domain):
                 findings.judge(engine, law_, ex, "systematic", emit, example_facts(ex))

@@ -173,6 +173,7 @@ def _kinds(signature: str) -> set[str]:
 
 
 _STATEMENTS: dict[str, list[tuple[int, int, bool]]] = {}
+_INNERMOST: dict[tuple[str, int], tuple[int, bool] | None] = {}
 
 
 def _statements(file_abs: str) -> list[tuple[int, int, bool]]:
@@ -187,24 +188,29 @@ def _statements(file_abs: str) -> list[tuple[int, int, bool]]:
     return _STATEMENTS[file_abs]
 
 
+def _innermost(frame: Frame) -> tuple[int, bool] | None:
+    """The first line of the innermost statement ``frame``'s line is part of, and whether it is an
+    ``assert``; None outside any (worked out once per file and line: findings share a few)."""
+    key = (frame.file_abs, frame.line)
+    if key not in _INNERMOST:
+        spans = [(first, last, is_assert) for first, last, is_assert in _statements(frame.file_abs)
+                 if first <= frame.line <= last]
+        first, _, is_assert = min(spans, key=lambda span: span[1] - span[0]) if spans else (0, 0, False)
+        _INNERMOST[key] = (first, is_assert) if spans else None
+    return _INNERMOST[key]
+
+
 def _statement_start(frame: Frame) -> Frame:
     """The frame at the first line of the innermost statement its line is part of."""
-    spans = [(first, last) for first, last, _ in _statements(frame.file_abs) if first <= frame.line <= last]
-    if not spans:
-        return frame
-    first, _ = min(spans, key=lambda span: span[1] - span[0])
-    return dataclasses.replace(frame, line=first)
+    found = _innermost(frame)
+    return frame if found is None else dataclasses.replace(frame, line=found[0])
 
 
 def _enclosing_assert(frame: Frame) -> Frame | None:
     """The frame at the first line of the ``assert`` statement its line is part of (an assert's
     condition may span lines; the exception names the line being evaluated), or None."""
-    spans = [(first, last, is_assert) for first, last, is_assert in _statements(frame.file_abs)
-             if first <= frame.line <= last]
-    if not spans:
-        return None
-    first, _, is_assert = min(spans, key=lambda span: span[1] - span[0])  # the innermost statement
-    return dataclasses.replace(frame, line=first) if is_assert else None
+    found = _innermost(frame)
+    return dataclasses.replace(frame, line=found[0]) if found is not None and found[1] else None
 
 
 def _prefer(frames: Sequence[Frame], kinds: set[str]) -> Frame | None:
@@ -307,11 +313,16 @@ def locate(engine: Engine, roots: Sequence[str], item: Mapping[str, Any],
     return _answer(_decider(tracer, deciders, kinds), outcome, "the engine function that decided the answer")
 
 
+_TRACES: dict[int, tuple[Engine, dict[str, Traced]]] = {}
+"""Per engine (kept alive beside its entry), the replays traced so far in this worker."""
+
+
 def locate_items(engine: Engine, items: Sequence[Mapping[str, Any]], emit: Emit | None = None) -> list[dict[str, Any]]:
     """:func:`locate` for each finding, one progress event each."""
     roots = engine_roots(engine)
     out = []
-    traces: dict[str, Traced] = {}  # one replay per clause and witness: modes and findings share them
+    traces = _TRACES.setdefault(id(engine), (engine, {}))[1]  # one replay per clause and witness: the modes,
+    # the findings, and the tasks of one worker share them (a check traces in parts: :class:`EarlyTracing`)
     for item in items:
         begin(emit, {"clause": item["clause"], "phase": "locate"}, item["witness"])
         try:

@@ -1,0 +1,165 @@
+"""How a check's work is laid out across its workers (kvcontract.conformance.run.session and
+.tasks): findings traced while another pass still runs, the traces already made never asked
+for again, a worker's collector set once its engine is loaded, and the real model examples
+shared by the clauses of a shape. None of it may change what a check reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvcontract.conformance.reports.check import Record, Report, Summary
+from kvcontract.conformance.run import session, tasks
+from kvcontract.conformance.run.worker import TaskResult
+
+ROOT = Path(__file__).resolve().parent.parent
+FULL = {"kind": "FullAttentionSpec", "block_size": 16, "num_kv_heads": 2, "head_size": 64, "dtype": "bfloat16"}
+
+
+def _finding(clause: str, mode: str, n: int, status: str = "xfail") -> Record:
+    return Record(clause=clause, title=clause, level="MUST", mode=mode, status=status,  # type: ignore[arg-type]
+                  signature=f"accepted:FullAttentionSpec:f{n}", witness={"specs": [{**FULL, "block_size": 16 * n}]})
+
+
+def _n(item: Mapping[str, Any]) -> int:
+    """Which finding a witness is (its block size, in sixteens)."""
+    return int(item["witness"]["specs"][0]["block_size"]) // 16
+
+
+def _where(record: Mapping[str, Any]) -> dict[str, Any]:
+    n = _n(record)
+    return {"function": "Spec.merge", "location": f"engine/spec.py:{n}", "outcome": "assert-only", "how": "",
+            "statement": ""}
+
+
+class RecordingWorker:
+    """A worker that answers locate tasks from the witness and keeps each task's items."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.batches: list[list[dict[str, Any]]] = []
+        self.stopped = False
+        self.fail = fail
+
+    def run(self, call: str, args: Mapping[str, Any], **_: Any) -> TaskResult:
+        assert call == tasks.LOCATE_TASK
+        self.batches.append(list(args["items"]))
+        if self.fail:
+            return TaskResult("timeout", error="stopped after 1 s")
+        return TaskResult("done", value=[_where(item) for item in args["items"]])
+
+
+def _report(records: list[Record]) -> Report:
+    return Report(kit_version="0", engine="toy", engine_version="1", profile="quick", seed=0,
+                  modes=["normal", "optimized"], records=records,
+                  summary=Summary(counts={"xfail": len(records)}, failed=[], seconds=1.0))
+
+
+def test_trace_defects_asks_only_for_the_findings_not_traced_already() -> None:
+    records = [_finding("ERROR-DETECT-1", "normal", 1), _finding("ERROR-DETECT-1", "optimized", 2),
+               _finding("ERROR-TYPE-1", "optimized", 3), _finding("MERGE-KIND-1", "normal", 4, status="pass")]
+    report = _report(records)
+    early = {session.finding_key(records[0]): _where(session.locate_item(records[0]))}
+    worker = RecordingWorker()
+    session.trace_defects(report, worker, "toy", progress=None, timeout=5, heartbeat=5,  # type: ignore[arg-type]
+                          located=early)
+    assert [[_n(i) for i in b] for b in worker.batches] == [[2, 3]]  # not the traced one, not the pass
+    assert [d.lines for d in report.defects] == [[1, 2, 3]]  # one function, one outcome: one defect
+    assert [bool(r.defect) for r in records] == [True, True, True, False]
+
+
+def test_trace_defects_with_every_finding_traced_runs_no_task() -> None:
+    records = [_finding("ERROR-DETECT-1", "normal", 1), _finding("ERROR-DETECT-1", "optimized", 2)]
+    report = _report(records)
+    worker = RecordingWorker(fail=True)
+    session.trace_defects(report, worker, "toy", progress=None, timeout=5, heartbeat=5,  # type: ignore[arg-type]
+                          located={session.finding_key(r): _where(session.locate_item(r)) for r in records})
+    assert worker.batches == [] and report.warnings == []
+    assert len(report.defects) >= 1
+
+
+class FakePass:
+    """A pass whose records arrive clause by clause (``clauses``: each a list of records)."""
+
+    def __init__(self, clauses: list[list[Record]], worker: RecordingWorker, delay: float = 0.0) -> None:
+        self.clauses, self.worker, self.delay = clauses, worker, delay
+        self.records: list[Record] = []
+        self.finished = threading.Event()
+        self.problem: BaseException | None = None
+
+    def run(self) -> None:
+        for records in self.clauses:
+            time.sleep(self.delay)
+            self.records += records
+        self.finished.set()
+
+
+def test_early_tracing_traces_the_other_pass_findings_as_they_arrive_each_once() -> None:
+    worker = RecordingWorker()
+    normal = FakePass([[_finding("ERROR-DETECT-1", "normal", 1)]], worker)
+    optimized = FakePass([[_finding("ERROR-DETECT-1", "optimized", n)] for n in (2, 3, 4)], RecordingWorker(),
+                         delay=0.15)
+    early = session.EarlyTracing({"normal": normal, "optimized": optimized},  # type: ignore[dict-item]
+                                 "toy", timeout=5, heartbeat=5)
+    other = threading.Thread(target=optimized.run)
+    other.start()
+    early.run()
+    other.join()
+    traced = [_n(i) for b in worker.batches for i in b]
+    assert sorted(traced) == [1, 2, 3, 4]  # every finding of both passes, each once
+    assert len(worker.batches) >= 2  # the normal pass's own first, the other's as they came
+    assert set(early.located) == {session.finding_key(r) for p in (normal, optimized) for r in p.records}
+
+
+def test_early_tracing_that_fails_leaves_the_findings_to_trace_defects() -> None:
+    worker = RecordingWorker(fail=True)
+    normal = FakePass([[_finding("ERROR-DETECT-1", "normal", 1)]], worker)
+    done = FakePass([], RecordingWorker())
+    done.finished.set()
+    early = session.EarlyTracing({"normal": normal, "optimized": done}, "toy",  # type: ignore[dict-item]
+                                 timeout=5, heartbeat=5)
+    early.run()
+    assert len(worker.batches) == 1 and early.located == {}  # tried once, not in a loop
+
+
+def test_a_worker_freezes_what_its_engine_load_left_and_collects_less_often() -> None:
+    code = ("import gc, json; from kvcontract.conformance.run import tasks; before = gc.get_threshold(); "
+            "tasks.engine('reference'); print(json.dumps([before, gc.get_threshold(), gc.get_freeze_count() > 0]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    before, after, frozen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert tuple(before) != tasks.GC_THRESHOLD and tuple(after) == tasks.GC_THRESHOLD and frozen
+
+
+def test_engine_info_is_worked_out_once_per_worker() -> None:
+    tasks._INFO.clear()
+    first = tasks.engine_info_task({"engine": "reference"}, lambda event: None)
+    again = tasks.engine_info_task({"engine": "reference"}, lambda event: None)
+    assert again is first and first["name"] == "reference"
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
+def test_the_clauses_of_a_shape_judge_the_same_model_examples_as_built_afresh() -> None:
+    from kvcontract.conformance.contract import models
+    from kvcontract.conformance.contract.laws import LAWS
+    from kvcontract.conformance.engines.registry import resolve_engine
+
+    engine = resolve_engine("vllm")
+    by_shape: dict[str, list[Any]] = {}
+    for law_ in LAWS:
+        by_shape.setdefault(law_.shape.name, []).append(law_)
+    for shape, laws in by_shape.items():
+        shared = models.model_examples(engine, laws[0])
+        fresh = list(models._model_examples(engine, shape))
+        assert [(n, ex.to_json()) for n, ex in shared] == [(n, ex.to_json()) for n, ex in fresh], shape
+        for law_ in laws[1:]:
+            assert all(a[1] is b[1] for a, b in zip(models.model_examples(engine, law_), shared, strict=True)), shape
+    assert any(models.model_examples(engine, laws[0]) for laws in by_shape.values())
