@@ -15,4 +15,11 @@ if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+
 fi
 .venv/bin/pip install --quiet -e ".[dev]"
 bash scripts/install-vllm.sh "$version" .venv/bin/python
+# The kit's own modules compiled for both interpreter modes: a check runs three interpreters
+# (its own, a normal and a python -O worker), and where PYTHONDONTWRITEBYTECODE is set (these
+# machines set it) each compiled the kit's modules afresh on every run. A stale file is
+# recompiled in memory, never trusted.
+for flag in "" -O; do
+  .venv/bin/python $flag -m compileall -q kvcontract/ spec/ reference/ conformance/ kernels/ >/dev/null
+done
 echo "setup: done; activate with: source .venv/bin/activate"

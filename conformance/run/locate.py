@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import copy
 import dataclasses
 import json
 import linecache
@@ -259,15 +258,29 @@ Traced = tuple[Tracer, Violation | None, str]
 and why the replay could not be judged ("" when it could)."""
 
 
+_DECODED: dict[str, Any] = {}
+"""Witnesses decoded, by example type and JSON: the clauses of a shape share witnesses (an
+example is immutable, and what the engine gets is converted from it afresh)."""
+
+
+def _decoded(example_type: Any, witness: Any) -> Any:
+    key = json.dumps([example_type.__qualname__, witness], sort_keys=True, default=str)
+    if key not in _DECODED:
+        if len(_DECODED) >= 1 << 14:
+            _DECODED.clear()
+        _DECODED[key] = example_type.from_json(witness)
+    return _DECODED[key]
+
+
 def _trace(engine: Engine, roots: Sequence[str], clause: str, witness: Any) -> Traced:
     law_ = law(clause)
-    example = law_.example_type.from_json(witness)
+    example = _decoded(law_.example_type, witness)  # shared, as the passes share theirs: a law reads its example
     tracer = Tracer(roots)
     violation: Violation | None = None
     forget_answers()
     with _operations_traced(engine, tracer, clause):
         try:
-            law_.check(engine, copy.deepcopy(example))
+            law_.check(engine, example)
         except Violation as v:
             violation = v
         except Exception as exc:  # noqa: BLE001 - the kit could not judge it: no location

@@ -14,6 +14,7 @@ the partial report: the records so far, ``complete`` false, the clause x mode ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -238,32 +239,39 @@ def selected_clauses(clauses: Sequence[str] | None) -> list[str]:
     return [law_.clause for law_ in LAWS if law_.clause in wanted]
 
 
-def _load_engine_everywhere(passes: Mapping[str, Pass]) -> dict[str, dict[str, Any]]:
-    """Each pass's worker loads the engine at once, side by side (an engine's import is most
-    of a quick check); the first load that fails raises its :class:`EngineLoadError`."""
-    infos: dict[str, dict[str, Any]] = {}
-    problems: dict[str, BaseException] = {}
+class Loads:
+    """Each pass's worker loads the engine at once, side by side (an engine's import is most of a
+    quick check), and each pass starts on its clauses as soon as its own worker has: the two loads
+    often end seconds apart, and the first worker used to wait for the second. A load that fails
+    stops every pass (:meth:`raise_first` raises its :class:`EngineLoadError`)."""
 
-    def load(mode: str) -> None:
-        start = time.perf_counter()
-        try:
-            infos[mode] = passes[mode].info()
-            passes[mode]._say(f"[{mode}] {infos[mode]['name']} {infos[mode]['version']} loaded "
-                              f"({time.perf_counter() - start:.1f}s)")
-        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
-            problems[mode] = exc
+    def __init__(self, passes: Mapping[str, Pass], *, default_xfails: bool) -> None:
+        self.passes, self.default_xfails = passes, default_xfails
+        self.infos: dict[str, dict[str, Any]] = {}
+        self.problems: list[BaseException] = []
 
-    threads = [threading.Thread(target=load, args=(m,), name=f"kvcontract-load-{m}") for m in passes]
-    for mode, p in passes.items():  # the first line at once: an engine's import takes seconds
-        p._say(f"[{mode}] loading {p.engine_name} in a {'python -O' if mode == 'optimized' else 'python'} worker ...")
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for mode in passes:
-        if mode in problems:
-            raise problems[mode]
-    return infos
+    def then(self, mode: str, run: Callable[[], None]) -> Callable[[], None]:
+        """A thread's body: ``mode``'s load, then ``run`` (its pass)."""
+        def body() -> None:
+            p = self.passes[mode]
+            start = time.perf_counter()
+            try:
+                info = self.infos[mode] = p.info()
+            except BaseException as exc:  # noqa: BLE001 - raised by raise_first, in the caller's thread
+                self.problems.append(exc)
+                for other in self.passes.values():
+                    other.worker.stop()
+                    other.finished.set()
+                return
+            p._say(f"[{mode}] {info['name']} {info['version']} loaded ({time.perf_counter() - start:.1f}s)")
+            if self.default_xfails and info.get("expectations"):
+                p.xfails = str(info["expectations"])
+            run()
+        return body
+
+    def raise_first(self) -> None:
+        if self.problems:
+            raise self.problems[0]
 
 
 def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0,
@@ -287,20 +295,22 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
     info: dict[str, Any] = {}
     expectations = None
     threads: list[threading.Thread] = []
+    loads = Loads(passes, default_xfails=use_default_xfails and xfails is None)
     try:
-        info = _load_engine_everywhere(passes)[modes[0]]
-        if use_default_xfails and xfails is None and info.get("expectations"):
-            xfails = str(info["expectations"])
-            for p in passes.values():
-                p.xfails = xfails
-        expectations = load_xfails(xfails) if xfails else None
         early = EarlyTracing(passes, engine_name, timeout=clause_timeout, heartbeat=example_timeout)
-        threads = [threading.Thread(target=early.run if m == "normal" else p.run, name=f"kvcontract-{m}")
-                   for m, p in passes.items()]
+        threads = [threading.Thread(target=loads.then(m, early.run if m == "normal" else p.run),
+                                    name=f"kvcontract-{m}") for m, p in passes.items()]
+        for mode, p in passes.items():  # the first line at once: an engine's import takes seconds
+            p._say(f"[{mode}] loading {p.engine_name} in a "
+                   f"{'python -O' if mode == 'optimized' else 'python'} worker ...")
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        loads.raise_first()
+        info = loads.infos[modes[0]]
+        xfails = passes[modes[0]].xfails
+        expectations = load_xfails(xfails) if xfails else None
         for p in passes.values():
             if p.problem is not None:
                 raise p.problem
@@ -325,6 +335,11 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
             t.join(timeout=STOP_JOIN_S)
         records = [r for p in passes.values() for r in p.records]
         runs = [r for p in passes.values() for r in p.runs]
+        info = info or next(iter(loads.infos.values()), {})  # the passes load and run in their threads
+        judged_by = passes[modes[0]].xfails
+        if expectations is None and judged_by:
+            with contextlib.suppress(Exception):  # what could not be read was not judged either
+                expectations = load_xfails(judged_by)
         report = record_domain(_report(engine_name, info, profile, seed_value, modes, expectations, records, runs,
                                        passes, start), domain)
         report.complete = False
