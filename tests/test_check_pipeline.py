@@ -9,6 +9,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -163,3 +164,78 @@ def test_the_clauses_of_a_shape_judge_the_same_model_examples_as_built_afresh() 
         for law_ in laws[1:]:
             assert all(a[1] is b[1] for a, b in zip(models.model_examples(engine, law_), shared, strict=True)), shape
     assert any(models.model_examples(engine, laws[0]) for laws in by_shape.values())
+
+
+# -- the examples both passes share (kvcontract.conformance.run.share) ----------------------
+
+
+def _work_out(laws_by_clause: Mapping[str, Any], domain: Any, budget: int) -> Any:
+    from kvcontract.conformance.run import execution
+
+    def work_out(law_: Any) -> Any:
+        return (execution.systematic_examples(law_, domain),
+                execution.drawn_examples(law_, domain, budget, 0) if budget else ())
+    return work_out
+
+
+def test_shared_examples_are_what_the_worker_would_work_out_and_keep_one_object_one(tmp_path: Path) -> None:
+    from kvcontract.conformance.contract.laws import law
+    from kvcontract.conformance.contract.model import domain_of
+    from kvcontract.conformance.engines.registry import resolve_engine
+    from kvcontract.conformance.run import share
+
+    domain = domain_of(resolve_engine("reference"))
+    laws = [law("MERGE-UNION-1"), law("MERGE-KIND-1"), law("PLAN-TYPE-1")]
+    share.use_share(str(tmp_path))
+    try:
+        written = share.prepare(laws, _work_out({}, domain, 20), domain_mode="producible",
+                                budgets={law_.clause: 20 for law_ in laws}, seed_value=0)
+        assert len(written) == 2  # two MERGE clauses, one shape
+        share._HELD.clear()  # as another worker finds them: in the files
+        for law_ in laws:
+            got = share.shared(law_, domain_mode="producible", budget=20, seed_value=0)
+            assert got is not None
+            expected = _work_out({}, domain, 20)(law_)
+            assert [e.to_json() for e in got[0]] == [e.to_json() for e in expected[0]]
+            assert [e.to_json() for e in got[1]] == [e.to_json() for e in expected[1]]
+        plan = share.shared(law("PLAN-TYPE-1"), domain_mode="producible", budget=20, seed_value=0)
+        assert plan is not None and all(any(d is e for e in plan[0]) for d in plan[1])  # draws are enumerated tables
+        assert share.shared(law("MERGE-UNION-1"), domain_mode="producible", budget=21, seed_value=0) is None
+    finally:
+        share.use_share(None)
+
+
+def test_a_shape_claimed_by_another_worker_is_left_to_it_and_not_waited_for_past_the_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvcontract.conformance.contract.laws import law
+    from kvcontract.conformance.run import share
+
+    monkeypatch.setattr(share, "WAIT_S", 0.2)
+    share.use_share(str(tmp_path))
+    try:
+        name = share._name(law("ERROR-KIND-1"), "producible", 0, 0)
+        (tmp_path / f"{name}.claim").write_text("")  # claimed by a worker that then died
+        calls: list[str] = []
+        written = share.prepare([law("ERROR-KIND-1")], lambda law_: calls.append(law_.clause) or ((), ()),
+                                domain_mode="producible", budgets={"ERROR-KIND-1": 0}, seed_value=0)
+        assert written == [] and calls == []
+        start = time.monotonic()
+        assert share.shared(law("ERROR-KIND-1"), domain_mode="producible", budget=0, seed_value=0) is None
+        assert 0.15 < time.monotonic() - start < 2.0
+        assert share.shared(law("ERROR-TYPE-1"), domain_mode="other", budget=0, seed_value=0) is None  # unclaimed
+    finally:
+        share.use_share(None)
+
+
+def test_a_check_whose_passes_share_reports_what_an_unshared_pass_does() -> None:
+    from kvcontract.conformance.run import session as runner
+
+    clauses = ["MERGE-UNION-1", "ERROR-KIND-1", "GROUP-PARTITION-1"]
+    both = runner.run_check("mutant:drops-capability", profile="default", clauses=clauses)
+    alone = runner.run_check("mutant:drops-capability", profile="default", clauses=clauses, optimize="off")
+
+    def normal(report: Report) -> list[Any]:
+        return [(r.clause, r.status, r.signature, r.witness, r.examples) for r in report.records if r.mode == "normal"]
+    assert normal(both) == normal(alone)
+    assert any(r.status == "fail" for r in alone.records)  # the mutant is found either way
+    assert not list(Path(tempfile.gettempdir()).glob("kvcontract-share-*"))  # the share directory is gone

@@ -22,11 +22,12 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from kvcontract.conformance.contract.laws import law
 from kvcontract.conformance.contract.model import Example, KitFailure, Law, Violation, domain_of
 from kvcontract.conformance.contract.models import model_examples
+from kvcontract.conformance.contract.strategies import domain_mode
 from kvcontract.conformance.contract.systematic import all_pairs
 from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.conformance.reports.check import ClauseRun, Mode, Record
 from kvcontract.conformance.reports.expectations import Expectations
-from kvcontract.conformance.run import verdicts
+from kvcontract.conformance.run import share, verdicts
 from kvcontract.conformance.run.draws import neutralize_local_constants
 from kvcontract.conformance.run.facts import ExampleFacts, example_facts
 from kvcontract.conformance.run.worker import Emit, begin, last_frame
@@ -163,6 +164,38 @@ def drawn_examples(law_: Law, domain: Any, examples: int, seed_value: int) -> tu
     return cached
 
 
+def prepare_shared(engine: Engine, laws: Sequence[Law], profile: str, seed_value: int,
+                   emit: Emit | None = None) -> list[str]:
+    """This worker's part of the examples a check's workers share (:func:`share.prepare`): each
+    unclaimed shape's enumerated and drawn examples, in clause order. Returns the shapes written."""
+    domain = domain_of(engine)
+    wanted = [law_ for law_ in laws if not law_.requires(engine)]
+    budgets = {law_.clause: _examples_budget(law_, profile) for law_ in wanted}
+
+    def work_out(law_: Law) -> tuple[tuple[Example, ...], tuple[Example, ...]]:
+        budget = budgets[law_.clause]
+        return (systematic_examples(law_, domain),
+                drawn_examples(law_, domain, budget, seed_value) if budget else ())
+
+    return share.prepare(wanted, work_out, domain_mode=domain_mode(), budgets=budgets, seed_value=seed_value,
+                         emit=emit)
+
+
+def _take_shared(law_: Law, domain: Any, budget: int, seed_value: int) -> None:
+    """This worker's caches given ``law_``'s shape's shared examples, where a worker prepared
+    them and this one has not worked them out already."""
+    sys_key, draw_key = (law_.systematic, domain), (law_.strategy, domain, budget, seed_value)
+    if (law_.systematic is None or sys_key in _SYSTEMATIC) and (not budget or draw_key in _DRAWN):
+        return
+    got = share.shared(law_, domain_mode=domain_mode(), budget=budget, seed_value=seed_value)
+    if got is None:
+        return
+    if law_.systematic is not None:
+        _SYSTEMATIC[sys_key] = got[0]
+    if budget:
+        _DRAWN[draw_key] = got[1]
+
+
 def _random_phase(engine: Engine, law_: Law, examples: int, seed_value: int, findings: _Findings,
                   emit: Emit | None) -> list[str]:
     """Search without stopping at a finding; returns the signatures it found first."""
@@ -257,6 +290,7 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
     findings = _Findings(frozenset(known) | {e.signature for e in expected})
     judged = judge_expectations(engine, law_, expectations, mode)
     systematic = 0
+    _take_shared(law_, domain, _examples_budget(law_, profile), seed_value)
     try:
         for _, ex in model_examples(engine, law_):  # real models first: their witness is kept
             findings.judge(engine, law_, ex, "model", emit, example_facts(ex))

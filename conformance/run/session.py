@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -109,9 +111,11 @@ class Pass:
     def __init__(self, engine_name: str, *, optimized: bool, profile: str, seed_value: int,
                  xfails: str | None, clauses: Sequence[str], progress: Progress | None,
                  clause_timeout: float, example_timeout: float, domain: str = DEFAULT_DOMAIN,
-                 known: Mapping[tuple[str, str], Sequence[str]] | None = None) -> None:
+                 known: Mapping[tuple[str, str], Sequence[str]] | None = None, share: str | None = None) -> None:
         self.engine_name = engine_name
         self.known = known or {}
+        self.share = share
+        """The check's share directory (:mod:`~kvcontract.conformance.run.share`), if its passes share."""
         self.mode = "optimized" if optimized else "normal"
         self.domain = domain
         self.worker = Worker(optimized=optimized, env={**os.environ, DOMAIN_ENV: domain})  # every task's domain
@@ -137,6 +141,7 @@ class Pass:
         try:
             if self.clauses:
                 self.info()  # loaded already (run_check); a worker that died since reloads here
+                self._prepare()
             for index, clause in enumerate(self.clauses, 1):
                 if self.worker.stopped:
                     break
@@ -149,7 +154,7 @@ class Pass:
                 result = self.worker.run(
                     tasks.LAW_TASK,
                     {"engine": self.engine_name, "clause": clause, "profile": self.profile,
-                     "seed": self.seed, "xfails": self.xfails, "domain": self.domain,
+                     "seed": self.seed, "xfails": self.xfails, "domain": self.domain, "share": self.share,
                      "known": list(self.known.get((clause, self.mode), ()))},
                     timeout=self.clause_timeout, heartbeat=self.example_timeout)
                 if result.status == "stopped":
@@ -178,6 +183,15 @@ class Pass:
         finally:
             self.log = self.worker.log_tail()
             self.finished.set()
+
+    def _prepare(self) -> None:
+        """This worker's part of the examples the passes share, before its first clause. A failure
+        costs only the sharing: each clause then works out its own examples."""
+        if self.share:
+            self.worker.run(tasks.PREPARE_TASK, {"engine": self.engine_name, "clauses": self.clauses,
+                                                 "profile": self.profile, "seed": self.seed,
+                                                 "domain": self.domain, "share": self.share},
+                            timeout=self.clause_timeout, heartbeat=self.example_timeout)
 
     def replay(self, clause: str, witness: Mapping[str, Any]) -> TaskResult:
         return self.worker.run(tasks.REPLAY_TASK,
@@ -289,9 +303,10 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
     start = time.perf_counter()
     selected = selected_clauses(clauses)
     modes = optimize_modes(optimize)
+    shared = tempfile.mkdtemp(prefix="kvcontract-share-") if len(modes) > 1 else None
     passes: dict[str, Pass] = {m: Pass(engine_name, optimized=m == "optimized", profile=profile, seed_value=seed_value,
                       xfails=xfails, clauses=selected, progress=progress, clause_timeout=clause_timeout,
-                      example_timeout=example_timeout, domain=domain, known=known) for m in modes}
+                      example_timeout=example_timeout, domain=domain, known=known, share=shared) for m in modes}
     info: dict[str, Any] = {}
     expectations = None
     threads: list[threading.Thread] = []
@@ -348,6 +363,8 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
     finally:
         for p in passes.values():
             p.close()
+        if shared:
+            shutil.rmtree(shared, ignore_errors=True)
     return report
 
 

@@ -17,7 +17,14 @@ from kvcontract.conformance.contract.laws import law
 from kvcontract.conformance.contract.strategies import use_domain
 from kvcontract.conformance.engines.protocol import Engine, SourceInfo
 from kvcontract.conformance.reports.expectations import load_xfails
-from kvcontract.conformance.run.execution import replay, replay_items, replay_json, run_law
+from kvcontract.conformance.run import share
+from kvcontract.conformance.run.execution import (
+    prepare_shared,
+    replay,
+    replay_items,
+    replay_json,
+    run_law,
+)
 from kvcontract.conformance.run.worker import Emit
 
 ENGINE_INFO_TASK = "kvcontract.conformance.run.tasks:engine_info_task"
@@ -25,6 +32,7 @@ LAW_TASK = "kvcontract.conformance.run.tasks:law_task"
 REPLAY_TASK = "kvcontract.conformance.run.tasks:replay_task"
 REPLAY_ALL_TASK = "kvcontract.conformance.run.tasks:replay_all_task"
 LOCATE_TASK = "kvcontract.conformance.run.tasks:locate_task"
+PREPARE_TASK = "kvcontract.conformance.run.tasks:prepare_task"
 
 _ENGINES: dict[str, Engine] = {}
 _INFO: dict[str, dict[str, Any]] = {}
@@ -74,12 +82,22 @@ def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     """One clause in this worker: its records and its run summary (JSON), drawn from the
     domain ``args["domain"]`` names (default: the worker's, ``strategies.domain_mode``)."""
     use_domain(args.get("domain"))
+    share.use_share(args.get("share"))
     loaded = engine(str(args["engine"]))
     path = args.get("xfails")
     expectations = load_xfails(str(path)) if path else None
     records, run = run_law(loaded, law(str(args["clause"])), str(args["profile"]), int(args["seed"]),
                            expectations, emit, known=[str(k) for k in args.get("known") or ()])
     return {"records": [r.model_dump() for r in records], "run": run.model_dump()}
+
+
+def prepare_task(args: Mapping[str, Any], emit: Emit) -> list[str]:
+    """This worker's part of the examples the check's workers share (``args["share"]``, its
+    directory): see :mod:`kvcontract.conformance.run.share`."""
+    use_domain(args.get("domain"))
+    share.use_share(args.get("share"))
+    return prepare_shared(engine(str(args["engine"])), [law(str(c)) for c in args["clauses"]],
+                          str(args["profile"]), int(args["seed"]), emit)
 
 
 def replay_all_task(args: Mapping[str, Any], emit: Emit) -> list[dict[str, Any]]:
