@@ -290,8 +290,8 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
     findings = _Findings(frozenset(known) | {e.signature for e in expected})
     judged = judge_expectations(engine, law_, expectations, mode)
     systematic = 0
-    _take_shared(law_, domain, _examples_budget(law_, profile), seed_value)
     try:
+        _take_shared(law_, domain, _examples_budget(law_, profile), seed_value)
         for _, ex in model_examples(engine, law_):  # real models first: their witness is kept
             findings.judge(engine, law_, ex, "model", emit, example_facts(ex))
         if law_.systematic is not None:

@@ -327,15 +327,19 @@ def locate(engine: Engine, roots: Sequence[str], item: Mapping[str, Any],
 
 
 _TRACES: dict[int, tuple[Engine, dict[str, Traced]]] = {}
-"""Per engine (kept alive beside its entry), the replays traced so far in this worker."""
+"""Per engine (kept alive beside its entry), the replays traced so far in this worker: the modes,
+the findings and the tasks of one worker share them (a check traces in parts, :class:`EarlyTracing`)."""
+_TRACES_KEPT = 1 << 13
 
 
 def locate_items(engine: Engine, items: Sequence[Mapping[str, Any]], emit: Emit | None = None) -> list[dict[str, Any]]:
     """:func:`locate` for each finding, one progress event each."""
     roots = engine_roots(engine)
     out = []
-    traces = _TRACES.setdefault(id(engine), (engine, {}))[1]  # one replay per clause and witness: the modes,
-    # the findings, and the tasks of one worker share them (a check traces in parts: :class:`EarlyTracing`)
+    held = _TRACES.get(id(engine))
+    if held is None or held[0] is not engine or len(held[1]) > _TRACES_KEPT:
+        held = _TRACES[id(engine)] = (engine, {})
+    traces = held[1]  # one replay per clause and witness
     for item in items:
         begin(emit, {"clause": item["clause"], "phase": "locate"}, item["witness"])
         try:
