@@ -239,3 +239,40 @@ def test_a_check_whose_passes_share_reports_what_an_unshared_pass_does() -> None
     assert normal(both) == normal(alone)
     assert any(r.status == "fail" for r in alone.records)  # the mutant is found either way
     assert not list(Path(tempfile.gettempdir()).glob("kvcontract-share-*"))  # the share directory is gone
+
+
+def test_a_pinned_witness_the_pass_judged_already_is_answered_by_that_judgment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_law judges the clause's examples first; an expectation whose pinned witness is one of
+    them takes that judgment instead of a replay, with the verdict and snippet a replay gives.
+    A witness the pass did not judge is replayed."""
+    from test_witness_avoids_known import LAW, Base, _example
+
+    from kvcontract.conformance.reports.expectations import Expectation, Expectations
+    from kvcontract.conformance.run import execution
+
+    engine = Base()
+    first, _ = execution.run_law(engine, LAW, "quick", 0, None)
+    found = [r for r in first if r.status == "fail"]
+    assert found, "the engine's known defect shows in the enumeration"
+    unjudged = _example(16).to_json()
+    unjudged["specs"][0]["num_kv_heads"] = 3  # a witness no enumerated example is
+    entries = tuple(Expectation(r.clause, r.mode, r.signature, "known", r.witness) for r in found)
+    extra = Expectation(LAW.clause, "normal", "wrong-value:FullAttentionSpec:nothing", "stale", unjudged)
+    expectations = Expectations("x.toml", engine.name, "0", (*entries, extra))
+    replayed: list[dict[str, Any]] = []
+    replay_safely = execution.replay_safely
+
+    def counting(engine_: Any, law_: Any, witness: dict[str, Any]) -> Any:
+        replayed.append(witness)
+        return replay_safely(engine_, law_, witness)
+
+    monkeypatch.setattr(execution, "replay_safely", counting)
+    records, _ = execution.run_law(engine, LAW, "quick", 0, expectations)
+    assert replayed == [unjudged]
+    replayed.clear()
+    by_replay = execution.judge_expectations(engine, LAW, expectations, "normal")
+    assert len(replayed) == len(entries) + 1
+    got = {r.signature: (r.status, r.message, r.snippet) for r in records if r.phase == "witness"}
+    want = {sig: (v.status, v.message, LAW.snippet(engine, v.replay.violation.example, v.replay.violation, False)
+                  if v.status == "xfail" and v.replay.violation else "") for sig, v in by_replay.items()}
+    assert got == want and {s for s, _m, _p in got.values()} == {"xfail", "xpass"}

@@ -12,6 +12,7 @@ supervised worker (:mod:`kvcontract.conformance.run.tasks`) and in the pytest pl
 from __future__ import annotations
 
 import copy
+import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -52,8 +53,12 @@ class _Findings:
     later one shows it with fewer known findings beside it: the repro of a new finding
     should not also fail on a known defect, or it fails on the unchanged tree too."""
 
-    def __init__(self, known: frozenset[str] = frozenset()) -> None:
+    def __init__(self, known: frozenset[str] = frozenset(), pinned: frozenset[str] = frozenset()) -> None:
         self.known = known
+        self.pinned = pinned
+        """The JSON texts of the clause's pinned witnesses: an example judged here whose text is
+        one of them answers that witness's replay (:func:`judge_expectations`)."""
+        self.outcomes: dict[str, tuple[dict[str, Any], Violation | None]] = {}
         self.found: dict[str, tuple[Example, Violation, str]] = {}
         self.taint: dict[str, int] = {}
         """Per signature, how many known findings its witness also shows."""
@@ -77,6 +82,8 @@ class _Findings:
         try:
             law_.check(engine, ex)
         except Violation as violation:
+            if facts.text in self.pinned:
+                self.outcomes[facts.text] = (pristine, violation)
             if ex.model:
                 for sig in violation.signatures:
                     self.models.setdefault(sig, set()).add(ex.model)
@@ -94,6 +101,9 @@ class _Findings:
             key = f"{type(exc).__name__}: {exc}" if isinstance(exc, KitFailure) else \
                 f"{type(exc).__name__} at {last_frame(exc)}"
             self.errors.setdefault(key, (ex, exc))
+            return None
+        if facts.text in self.pinned:
+            self.outcomes[facts.text] = (pristine, None)
         return None
 
 
@@ -287,9 +297,9 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
             clause=law_.clause, mode=mode, status="skip", total_pairs=total_pairs)
     optimized = bool(sys.flags.optimize)
     expected = expectations.for_clause(law_.clause, mode) if expectations else []
-    findings = _Findings(frozenset(known) | {e.signature for e in expected})
-    judged = judge_expectations(engine, law_, expectations, mode)
-    systematic = 0
+    findings = _Findings(frozenset(known) | {e.signature for e in expected},
+                         frozenset(json.dumps(e.witness, default=str) for e in expected))
+    systematic, broken = 0, False
     try:
         _take_shared(law_, domain, _examples_budget(law_, profile), seed_value)
         for _, ex in model_examples(engine, law_):  # real models first: their witness is kept
@@ -301,7 +311,12 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
             for ex in law_.engine_examples(engine):
                 findings.judge(engine, law_, ex, "systematic", emit)
             systematic = findings.examples
-        budget = _examples_budget(law_, profile)
+    except Exception as exc:  # noqa: BLE001 - a broken enumerator is the kit's error
+        broken = True
+        findings.errors.setdefault(f"{type(exc).__name__} at {last_frame(exc)}", (Example(), exc))
+    judged = judge_expectations(engine, law_, expectations, mode, findings.outcomes)
+    try:
+        budget = 0 if broken else _examples_budget(law_, profile)
         if budget:
             for new in _random_phase(engine, law_, budget, seed_value, findings, emit):
                 if verdicts.finding_status(new, judged) == "xfail":
@@ -312,7 +327,7 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
                 shrunk = shrunk or _shrink(engine, law_, budget, seed_value, new, emit)
                 if shrunk is not None:
                     findings.found[new] = (shrunk[0], shrunk[1], "random")
-    except Exception as exc:  # noqa: BLE001 - a broken strategy or enumerator is the kit's error
+    except Exception as exc:  # noqa: BLE001 - a broken strategy is the kit's error
         findings.errors.setdefault(f"{type(exc).__name__} at {last_frame(exc)}", (Example(), exc))
     records: list[Record] = []
     for v in judged.values():
@@ -351,13 +366,25 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
     return records, run
 
 
-def judge_expectations(engine: Engine, law_: Law, expectations: Expectations | None,
-                       mode: str) -> dict[str, verdicts.Verdict]:
+def judge_expectations(engine: Engine, law_: Law, expectations: Expectations | None, mode: str,
+                       judged: Mapping[str, tuple[dict[str, Any], Violation | None]] | None = None,
+                       ) -> dict[str, verdicts.Verdict]:
     """Each expectation of ``law_`` in ``mode``, its pinned witness replayed here and judged
-    (:func:`~kvcontract.conformance.run.verdicts.expectation_verdict`), by signature."""
+    (:func:`~kvcontract.conformance.run.verdicts.expectation_verdict`), by signature.
+    ``judged``: what this pass's examples did, by their JSON text; a witness among them is
+    answered by that judgment, not replayed (most witnesses are enumerated examples)."""
     entries = expectations.for_clause(law_.clause, mode) if expectations else []
-    return {e.signature: verdicts.expectation_verdict(
-        e, verdicts.Replay.of(replay_safely(engine, law_, e.witness))) for e in entries}
+    out: dict[str, verdicts.Verdict] = {}
+    for e in entries:
+        held = judged.get(json.dumps(e.witness, default=str)) if judged else None
+        if held is None:
+            outcome = replay_safely(engine, law_, e.witness)
+        else:
+            pristine, outcome = held
+            if outcome is not None and outcome.example is None:
+                outcome.example = law_.example_type.from_json(pristine)
+        out[e.signature] = verdicts.expectation_verdict(e, verdicts.Replay.of(outcome))
+    return out
 
 
 def replay_items(engine: Engine, items: Sequence[tuple[str, Mapping[str, Any]]],
