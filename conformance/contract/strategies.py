@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import os
 import typing
 from collections.abc import Mapping, Sequence
@@ -168,6 +169,18 @@ class Domain:
     """``(kind, field, values)``: the only values the field takes on that kind (the
     producible domain: the literals the engine's code passes)."""
 
+    def __hash__(self) -> int:
+        """Worked out once per domain: a domain keys the strategies' and enumerations' caches,
+        and hashing its nested tuples at every draw cost more than a draw's own work."""
+        held: int | None = self.__dict__.get("_hash")
+        if held is None:
+            held = hash((self.kinds, self.pinned, self.values, self.restricted))
+            object.__setattr__(self, "_hash", held)
+        return held
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}  # a type's hash is per process
+
     def restricted_values(self, kind: type[KVCacheSpec], name: str) -> tuple[Any, ...] | None:
         """The values field ``name`` of ``kind`` is restricted to; None: unrestricted."""
         return next((values for k, n, values in self.restricted if k is kind and n == name), None)
@@ -193,6 +206,16 @@ class Domain:
 
 FULL_DOMAIN = Domain()
 
+_P = typing.ParamSpec("_P")
+_R = typing.TypeVar("_R")
+
+
+def _once(build: typing.Callable[_P, _R]) -> typing.Callable[_P, _R]:
+    """``build``'s strategy made once per arguments (a kind, a field, a domain): hypothesis
+    validates every new strategy object it draws from, which cost a fifth of the draws; the
+    draws are the same."""
+    return typing.cast(typing.Callable[_P, _R], functools.cache(build))
+
 UNGROUPED_KINDS: dict[str, str] = {
     "HiddenStateCacheSpec": "hidden-state layers keep their own block table; vLLM sizes their block "
                             "to the common page after grouping (kv_cache_planning.py, _ensure_min_page_size), "
@@ -211,6 +234,7 @@ def grouping_domain(domain: Domain) -> Domain:
     return dataclasses.replace(domain, kinds=tuple(k for k in domain.kinds if k.__name__ not in UNGROUPED_KINDS))
 
 
+@_once
 def field_domain(kind: type[KVCacheSpec], f: dataclasses.Field[Any], domain: Domain = FULL_DOMAIN) -> Any:
     """The strategy for one field of one kind (``dtypes`` of Mamba: :func:`state_dtypes`),
     within the domain's restriction of the field when it has one (:data:`KIND_DOMAINS` first)."""
@@ -238,6 +262,7 @@ def _field_domain(kind: type[KVCacheSpec], f: dataclasses.Field[Any], domain: Do
     return FIELD_DOMAINS[f.name]
 
 
+@_once
 def state_dtypes(count: int, domain: Domain = FULL_DOMAIN) -> Any:
     """Element types of ``count`` Mamba states."""
     return st.tuples(*[st.sampled_from(domain.values_of("KVDtype")) for _ in range(count)])
@@ -318,6 +343,7 @@ def producible_domain(domain: Domain, produced: Mapping[str, Mapping[str, Any]])
     return dataclasses.replace(domain, pinned=tuple(pinned), restricted=tuple(restricted))
 
 
+@_once
 def kinds(domain: Domain = FULL_DOMAIN) -> Any:
     """Any concrete spec kind of the domain."""
     return st.sampled_from(domain.kinds)
@@ -345,6 +371,7 @@ def specs(draw: Any, kind: type[KVCacheSpec] | None = None, domain: Domain = FUL
     return spec
 
 
+@_once
 def _flag(kind: type[KVCacheSpec], name: str, domain: Domain) -> Any:
     """A free flag's values: both, or the domain's restriction of it."""
     restricted = domain.restricted_values(kind, name)
