@@ -181,3 +181,32 @@ def test_the_installed_release_declares_its_distribution(vllm_engine: VllmEngine
     assert vllm_engine.distribution == "vllm"
     assert vllm_engine.source_info() is None
     assert bundled_xfails(vllm_engine) == default_xfails("vllm", vllm_engine.version)
+
+
+@pytest.mark.vllm
+def test_a_converted_spec_is_a_new_object_each_time_and_constructed_under_a_tracer(vllm_engine: VllmEngine) -> None:
+    """to_engine constructs an object once per spec and hands out copies of it after: each is
+    its own object (what the engine writes into one reaches no other), equal to a constructed
+    one; while a tracer runs (locating a finding) each is constructed, so the trace is unchanged."""
+    import sys
+
+    from kvcontract.reference import FullAttentionSpec, KVDtype
+
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype=KVDtype.BFLOAT16)
+    first, second = vllm_engine.to_engine(spec), vllm_engine.to_engine(spec)
+    assert first is not second and first == second == type(first)(**vars(first))
+    object.__setattr__(second, "block_size", 32)  # an engine writing into its input
+    third = vllm_engine.to_engine(spec)
+    assert third.block_size == 16 and third == first
+    calls: list[str] = []
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and "vllm" in frame.f_code.co_filename:
+            calls.append(frame.f_code.co_name)
+
+    sys.settrace(tracer)
+    try:
+        traced = vllm_engine.to_engine(spec)
+    finally:
+        sys.settrace(None)
+    assert traced == first and "__post_init__" in calls

@@ -139,22 +139,28 @@ class VllmConversion(VllmDiscovery):
 
     def to_engine(self, spec: KVCacheSpec) -> Any:
         """A new engine object for ``spec`` (new on every call: the engine may write into it).
-        The constructor's arguments are worked out once per spec object."""
+        It is constructed once per spec object; later calls get a copy of that object's
+        attributes (a check converts the same spec some 60,000 times; constructing ran vLLM's
+        validation each time). While a tracer runs (a finding located), each is constructed, so
+        the engine code a conversion runs is traced as it was found."""
         cls = self.engine_class(type(spec))
         if cls is None:
             raise UnmappableResult(f"vllm {self.version} has no {type(spec).__name__}")
         # Keyed by the spec object, not its value: an equal spec whose values are other objects
         # reaches the engine with those objects (an engine comparing with ``is`` tells them
         # apart). The entry holds the spec, so its id stays its own.
-        cache: dict[int, tuple[KVCacheSpec, dict[str, Any]]] = self.__dict__.setdefault("_to_engine_kwargs", {})
+        cache: dict[int, tuple[KVCacheSpec, dict[str, Any], Any]] = self.__dict__.setdefault("_to_engine", {})
         hit = cache.get(id(spec))
         if hit is not None and hit[0] is spec:
-            return cls(**hit[1])
+            if hit[2] is None or sys.gettrace() is not None:
+                return cls(**hit[1])
+            return _copy(hit[2])
         kwargs = self._engine_kwargs(cls, spec)
+        obj = cls(**kwargs)
         if len(cache) >= 1 << 15:
             cache.clear()
-        cache[id(spec)] = (spec, kwargs)
-        return cls(**kwargs)
+        cache[id(spec)] = (spec, kwargs, _copy(obj) if _copyable(cls, obj) else None)  # before the engine sees it
+        return obj
 
     def _engine_kwargs(self, cls: type, spec: KVCacheSpec) -> dict[str, Any]:
         have = {f.name for f in dataclasses.fields(cls) if f.init}
@@ -194,6 +200,19 @@ class VllmConversion(VllmDiscovery):
                 read.clear()
             read[key] = spec
         return spec
+
+
+def _copyable(cls: type, obj: Any) -> bool:
+    """Whether ``obj`` is all in its ``__dict__`` (no slots on its class), so :func:`_copy` is it."""
+    return type(obj) is cls and isinstance(getattr(obj, "__dict__", None), dict) \
+        and not any("__slots__" in vars(k) for k in cls.__mro__[:-1])
+
+
+def _copy(obj: Any) -> Any:
+    """A new object of ``obj``'s class with its attributes (shallow: they are immutable values)."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    return new
 
 
 _KEYED = (int, bool, str, type(None))
