@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from kvcontract.conformance.contract.laws import DERIVED
@@ -212,10 +213,12 @@ def derive_optimize_only(records: Sequence[Record], *, normal: Replayer | None, 
                 evidence.setdefault(derived_signature(r.clause, r.signature), r)
         pinned = [((source_of(e.signature) or ("",))[0], e.witness) for e in entries]
         items = [(r.clause, r.witness or {}) for r in evidence.values()] + pinned
-        replayed = normal(items) if items else []
+        with ThreadPoolExecutor(1) as beside:  # each interpreter replays at once, in its own worker
+            later = beside.submit(optimized, pinned) if pinned and optimized else None
+            replayed = normal(items) if items else []
+            pinned_optimized = [Replay.of_task(t) for t in later.result()] if later is not None else \
+                [Replay(problem="no -O interpreter to replay it in")] * len(pinned)
         on_evidence, pinned_normal = replayed[:len(evidence)], replayed[len(evidence):]
-        pinned_optimized = [Replay.of_task(t) for t in optimized(pinned)] if pinned and optimized else \
-            [Replay(problem="no -O interpreter to replay it in")] * len(pinned)
         judged = {e.signature: expectation_verdict(e, optimize_only_replay(e.signature, o, Replay.of_task(n)))
                   for e, o, n in zip(entries, pinned_optimized, pinned_normal, strict=True)}
         found: list[Record] = []
