@@ -187,3 +187,26 @@ def test_plugin_judges_the_derived_clause_under_o():
     assert "FAIL ERROR-OPTIMIZE-1 [optimized-only:ERROR-DETECT-1:" in result.stdout, result.stdout[-3000:]
     control = _pytest("-O", engine="reference")
     assert control.returncode == 0 and "1 passed" in control.stdout, control.stdout[-2000:]
+
+
+def test_the_derived_clause_replays_in_both_interpreters_at_once():
+    """ERROR-OPTIMIZE-1's -O replays of its pinned witnesses run while the normal ones do (each
+    interpreter is its own worker): the normal replayer here sees the -O one start."""
+    import threading
+
+    started = threading.Event()
+
+    def normal(items: Any) -> list[TaskResult]:
+        seen = started.wait(timeout=5)
+        # had the -O replays waited for these, the normal interpreter would "fail too" here
+        return [TaskResult("done", value={"violation": not seen, "signatures": [] if seen else [SIG], "message": ""})
+                for _ in items]
+
+    def optimized(items: Any) -> list[TaskResult]:
+        started.set()
+        return _replayer(True)(items)
+
+    finding = _record("optimized", "fail", signature=SIG, witness=BLOCK_SIZES, message="merged")
+    out = verdicts.derive_optimize_only([finding], normal=normal, optimized=optimized, expectations=_expect(),
+                                        complete=True)
+    assert started.is_set() and [(r.status, r.signature) for r in out] == [("xfail", DERIVED_SIG)]
