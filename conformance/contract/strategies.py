@@ -170,8 +170,7 @@ class Domain:
     producible domain: the literals the engine's code passes)."""
 
     def __hash__(self) -> int:
-        """Worked out once per domain: a domain keys the strategies' and enumerations' caches,
-        and hashing its nested tuples at every draw cost more than a draw's own work."""
+        """Once per domain: it keys the strategies' caches, and hashing its tuples cost more than a draw."""
         held: int | None = self.__dict__.get("_hash")
         if held is None:
             held = hash((self.kinds, self.pinned, self.values, self.restricted))
@@ -211,9 +210,7 @@ _R = typing.TypeVar("_R")
 
 
 def _once(build: typing.Callable[_P, _R]) -> typing.Callable[_P, _R]:
-    """``build``'s strategy made once per arguments (a kind, a field, a domain): hypothesis
-    validates every new strategy object it draws from, which cost a fifth of the draws; the
-    draws are the same."""
+    """``build`` once per arguments: hypothesis validates each new strategy it draws from (a fifth of a draw)."""
     return typing.cast(typing.Callable[_P, _R], functools.cache(build))
 
 UNGROUPED_KINDS: dict[str, str] = {
