@@ -276,3 +276,53 @@ def test_a_pinned_witness_the_pass_judged_already_is_answered_by_that_judgment(m
     want = {sig: (v.status, v.message, LAW.snippet(engine, v.replay.violation.example, v.replay.violation, False)
                   if v.status == "xfail" and v.replay.violation else "") for sig, v in by_replay.items()}
     assert got == want and {s for s, _m, _p in got.values()} == {"xfail", "xpass"}
+
+
+def test_a_shape_no_worker_claimed_is_claimed_by_the_clause_that_needs_it(tmp_path: Path) -> None:
+    """The normal worker prepares nothing up front (it traces the findings after its pass); a clause
+    of a shape nobody claimed yet claims it and writes its examples for the -O worker."""
+    from kvcontract.conformance.contract.laws import law
+    from kvcontract.conformance.contract.model import domain_of
+    from kvcontract.conformance.contract.strategies import domain_mode
+    from kvcontract.conformance.engines.registry import resolve_engine
+    from kvcontract.conformance.run import execution, share
+
+    domain = domain_of(resolve_engine("reference"))
+    law_ = law("MERGE-KIND-1")
+    share.use_share(str(tmp_path))
+    try:
+        execution._SYSTEMATIC.clear()
+        execution._DRAWN.clear()
+        execution._take_shared(law_, domain, 20, 0)
+        name = share._name(law_, domain_mode(), 20, 0)
+        assert (tmp_path / f"{name}.claim").exists() and (tmp_path / f"{name}.pkl").exists()
+        share._HELD.clear()  # as the other worker finds them
+        got = share.shared(law_, domain_mode=domain_mode(), budget=20, seed_value=0)
+        assert got is not None
+        assert [e.to_json() for e in got[1]] == \
+            [e.to_json() for e in execution.drawn_examples(law_, domain, 20, 0)]
+    finally:
+        share.use_share(None)
+        execution._SYSTEMATIC.clear()
+        execution._DRAWN.clear()
+
+
+def test_only_the_optimized_pass_prepares_shared_examples_up_front() -> None:
+    from kvcontract.conformance.run import session as runner
+
+    asked: dict[str, list[str]] = {}
+    for mode in ("normal", "optimized"):
+        p = runner.Pass("reference", optimized=mode == "optimized", profile="quick", seed_value=0, xfails=None,
+                        clauses=["MERGE-KIND-1"], progress=None, clause_timeout=5, example_timeout=5, share="/nowhere")
+
+        class Asked:
+            def __init__(self, mode: str) -> None:
+                self.mode = mode
+
+            def run(self, call: str, args: Mapping[str, Any], **_: Any) -> None:
+                asked.setdefault(self.mode, []).append(call)
+
+        p.worker.close()
+        p.worker = Asked(mode)  # type: ignore[assignment]
+        p._prepare()
+    assert asked == {"optimized": [tasks.PREPARE_TASK]}

@@ -193,12 +193,16 @@ def prepare_shared(engine: Engine, laws: Sequence[Law], profile: str, seed_value
 
 def _take_shared(law_: Law, domain: Any, budget: int, seed_value: int) -> None:
     """This worker's caches given ``law_``'s shape's shared examples, where a worker prepared
-    them and this one has not worked them out already."""
+    them and this one has not worked them out already; a shape no worker has claimed is claimed
+    and written here (the normal worker claims as it goes, :meth:`Pass._prepare`)."""
     sys_key, draw_key = (law_.systematic, domain), (law_.strategy, domain, budget, seed_value)
     if (law_.systematic is None or sys_key in _SYSTEMATIC) and (not budget or draw_key in _DRAWN):
         return
     got = share.shared(law_, domain_mode=domain_mode(), budget=budget, seed_value=seed_value)
-    if got is None:
+    if got is None:  # unclaimed yet (the -O worker claims the rest up front): claimed here, on demand
+        share.prepare([law_], lambda _: (systematic_examples(law_, domain),
+                                         drawn_examples(law_, domain, budget, seed_value) if budget else ()),
+                      domain_mode=domain_mode(), budgets={law_.clause: budget}, seed_value=seed_value)
         return
     if law_.systematic is not None:
         _SYSTEMATIC[sys_key] = got[0]

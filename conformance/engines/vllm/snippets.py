@@ -68,7 +68,9 @@ class VllmSnippets(VllmGrouping):
         return f"is_kv_cache_spec_uniform(dict({table_expr}))"
 
     def render_config(self) -> str:
-        """Source building :meth:`grouping_config` (the paths grouping reads) with SimpleNamespace."""
+        """Source building :meth:`grouping_config` (the paths grouping reads) with SimpleNamespace;
+        grouping is probed first, so a repro's config does not depend on which clause ran first."""
+        self.grouping_unavailable()
         return self.render_values(self._config_values)
 
     def render_values(self, values: Mapping[str, Any]) -> str:
