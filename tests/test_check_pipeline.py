@@ -326,3 +326,23 @@ def test_only_the_optimized_pass_prepares_shared_examples_up_front() -> None:
         p.worker = Asked(mode)  # type: ignore[assignment]
         p._prepare()
     assert asked == {"optimized": [tasks.PREPARE_TASK]}
+
+
+def test_a_witness_traced_in_the_worker_that_judged_it_is_that_example_object() -> None:
+    """locate replays a finding's witness as the very example the pass judged (its answers and
+    the kit's are remembered by identity): decoding afresh made tracing twice as slow."""
+    from kvcontract.conformance.contract.laws import law
+    from kvcontract.conformance.contract.model import domain_of
+    from kvcontract.conformance.engines.registry import resolve_engine
+    from kvcontract.conformance.run import execution, facts, locate
+
+    law_ = law("MERGE-KIND-1")
+    ex = execution.systematic_examples(law_, domain_of(resolve_engine("reference")))[0]
+    facts.example_facts(ex)
+    witness = json.loads(json.dumps(ex.to_json()))  # as a record carries it
+    assert facts.judged_example(witness) is ex
+    assert locate._decoded(law_.example_type, witness) is ex
+    other = {**witness, "specs": witness["specs"][:1]} if len(witness["specs"]) > 1 else {"specs": []}
+    if facts.judged_example(other) is None:
+        decoded = locate._decoded(law_.example_type, other)
+        assert decoded is not ex and decoded.to_json() == law_.example_type.from_json(other).to_json()

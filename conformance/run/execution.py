@@ -30,7 +30,7 @@ from kvcontract.conformance.reports.check import ClauseRun, Mode, Record
 from kvcontract.conformance.reports.expectations import Expectations
 from kvcontract.conformance.run import share, verdicts
 from kvcontract.conformance.run.draws import neutralize_local_constants
-from kvcontract.conformance.run.facts import ExampleFacts, example_facts
+from kvcontract.conformance.run.facts import ExampleFacts, example_facts, judged_example
 from kvcontract.conformance.run.worker import Emit, begin, last_frame
 
 PROFILES: dict[str, int] = {"quick": 0, "default": 100, "thorough": 1000}
@@ -251,10 +251,13 @@ def _shrink(engine: Engine, law_: Law, examples: int, seed_value: int, wanted: s
 
 
 def replay(engine: Engine, law_: Law, witness: Mapping[str, Any]) -> Violation | None:
-    """A pinned witness of ``law_`` judged again: its violation (``example`` set), or None."""
-    example = law_.example_type.from_json(witness)
+    """A pinned witness of ``law_`` judged again: its violation (``example`` set), or None. A
+    witness this worker judged in its pass is that example object (judged as the pass judged it,
+    its answers remembered), any other is decoded."""
+    judged = judged_example(witness)
+    example = judged if isinstance(judged, law_.example_type) else law_.example_type.from_json(witness)
     try:
-        law_.check(engine, copy.deepcopy(example))
+        law_.check(engine, example if example is judged else copy.deepcopy(example))
     except Violation as violation:
         violation.example = example
         return violation

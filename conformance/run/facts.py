@@ -73,11 +73,26 @@ _FACTS: dict[int, tuple[Example, ExampleFacts]] = {}
 """Per enumerated or drawn example (by identity; the example is kept alive here): its facts."""
 
 
+_BY_TEXT: dict[str, Example] = {}
+"""The same examples by their JSON text: a finding's witness traced later in this worker is the
+example judged (:func:`judged_example`)."""
+
+
 def example_facts(ex: Example) -> ExampleFacts:
     """:class:`ExampleFacts` of an enumerated or drawn example, computed once per worker."""
     held = _FACTS.get(id(ex))
     if held is None or held[0] is not ex:
         if len(_FACTS) >= 1 << 17:
             _FACTS.clear()
+            _BY_TEXT.clear()
         held = _FACTS[id(ex)] = (ex, ExampleFacts.of(ex))
+        if held[1].text is not None:
+            _BY_TEXT[held[1].text] = ex
     return held[1]
+
+
+def judged_example(witness: Any) -> Example | None:
+    """The enumerated or drawn example this worker judged whose JSON is ``witness``, or None:
+    replaying it, a tracer finds the engine answering the objects it answered in the pass, and
+    the kit's answers remembered for them."""
+    return _BY_TEXT.get(json.dumps(witness, default=str))
