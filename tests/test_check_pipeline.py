@@ -139,6 +139,25 @@ def test_a_worker_freezes_what_its_engine_load_left_and_collects_less_often() ->
     assert tuple(before) != tasks.GC_THRESHOLD and tuple(after) == tasks.GC_THRESHOLD and frozen
 
 
+def test_a_worker_loads_with_the_collector_paused_and_freezes_what_each_task_leaves() -> None:
+    code = ("import gc, json, tempfile; from kvcontract.conformance.run import tasks; gc.disable(); "
+            "tasks.engine('reference'); loaded = [gc.isenabled(), gc.get_freeze_count()]; "
+            "tasks.law_task({'engine': 'reference', 'clause': 'MERGE-UNION-1', 'profile': 'quick', 'seed': 0}, "
+            "lambda e: None); print(json.dumps(loaded + [gc.get_freeze_count(), gc.get_count()[0]]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    enabled, frozen_at_load, frozen_after_law, young = json.loads(out.stdout.strip().splitlines()[-1])
+    assert enabled and frozen_at_load > 0  # resumed after the load, what it left frozen
+    assert frozen_after_law > frozen_at_load and young < 100  # and what the law's run left, too
+
+
+def test_a_worker_process_resumes_its_collector_after_a_task_that_loads_no_engine() -> None:
+    code = ("import gc, json, sys; from kvcontract.conformance.run import worker; "
+            "sys.stdin = iter([json.dumps({'id': 1, 'call': 'kvcontract.conformance.run.worker:nope'})]); "
+            "worker.serve(); print(json.dumps(gc.isenabled()), file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert json.loads(out.stderr.strip().splitlines()[-1]) is True
+
+
 def test_engine_info_is_worked_out_once_per_worker() -> None:
     tasks._INFO.clear()
     first = tasks.engine_info_task({"engine": "reference"}, lambda event: None)
@@ -203,6 +222,26 @@ def test_shared_examples_are_what_the_worker_would_work_out_and_keep_one_object_
         assert share.shared(law("MERGE-UNION-1"), domain_mode="producible", budget=21, seed_value=0) is None
     finally:
         share.use_share(None)
+
+
+def test_a_preparing_worker_claims_every_shape_before_working_one_out(tmp_path: Path) -> None:
+    from kvcontract.conformance.contract.laws import law
+    from kvcontract.conformance.run import share
+
+    laws = [law("MERGE-UNION-1"), law("ERROR-KIND-1"), law("PLAN-TYPE-1")]
+    names = {share._name(law_, "producible", 0, 0) for law_ in laws}
+    claimed_when_working: list[set[str]] = []
+
+    def work_out(law_: Any) -> Any:  # the other worker waits for a claimed shape, never duplicates it
+        claimed_when_working.append({p.name.removesuffix(".claim") for p in tmp_path.glob("*.claim")})
+        return (), ()
+    share.use_share(str(tmp_path))
+    try:
+        written = share.prepare(laws, work_out, domain_mode="producible", budgets={law_.clause: 0 for law_ in laws},
+                                seed_value=0)
+    finally:
+        share.use_share(None)
+    assert sorted(written) == sorted(names) and claimed_when_working and all(c == names for c in claimed_when_working)
 
 
 def test_a_shape_claimed_by_another_worker_is_left_to_it_and_not_waited_for_past_the_limit(

@@ -41,19 +41,34 @@ GC_THRESHOLD = (50_000, 20, 100)
 """The worker's collector thresholds once an engine is loaded (Python's are 700, 10, 10). A
 law's run allocates some 50,000 examples' worth of short-lived objects beside an engine's
 half a million (vLLM with torch): with the defaults the collector ran 936 times in a quick
-pass and took 0.69 s of its 7.4 s; with these and the engine's objects frozen, 12 times, 0.11 s."""
+pass and took 0.69 s of its 7.4 s; with these and the engine's objects frozen, 12 times, 0.11 s.
+What a task leaves behind (the examples, their facts, the engine's answers, which the next
+clauses judge again) is frozen too (:func:`_settle`)."""
+
+
+def _settle() -> None:
+    """Freeze what this worker holds after a task: the objects a task leaves are the caches the
+    next tasks read, and the collector scanned them again and again (the first older-generation
+    collection after a quick pass, 0.33 s, fell in its findings' tracing, its last serial part)."""
+    gc.freeze()
 
 
 def engine(name: str) -> Engine:
     """The engine ``name`` resolves to, loaded once in this worker. What the load leaves behind
     (modules, the engine's tables) lives as long as the worker: it is frozen out of the cyclic
-    collector's scans (:data:`GC_THRESHOLD`)."""
+    collector's scans (:data:`GC_THRESHOLD`). The collector is paused while it loads (a worker
+    starts with it paused: :func:`~kvcontract.conformance.run.worker.serve`): scanning the half
+    million objects an import leaves, most of them for good, took 0.9 s of vLLM's 4.9 s load."""
     if name not in _ENGINES:
         from kvcontract.conformance.engines.registry import resolve_engine
 
-        _ENGINES[name] = resolve_engine(name)  # records ``name`` as the engine's ref (snippets load it by it)
-        gc.freeze()  # no collection first: it took 0.22 s, for what little garbage an import leaves
-        gc.set_threshold(*GC_THRESHOLD)
+        gc.disable()
+        try:
+            _ENGINES[name] = resolve_engine(name)  # records ``name`` as the engine's ref (snippets load it by it)
+        finally:
+            gc.freeze()  # no collection first: it took 0.22 s, for what little garbage an import leaves
+            gc.set_threshold(*GC_THRESHOLD)
+            gc.enable()
     return _ENGINES[name]
 
 
@@ -88,6 +103,7 @@ def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     expectations = load_xfails(str(path)) if path else None
     records, run = run_law(loaded, law(str(args["clause"])), str(args["profile"]), int(args["seed"]),
                            expectations, emit, known=[str(k) for k in args.get("known") or ()])
+    _settle()
     return {"records": [r.model_dump() for r in records], "run": run.model_dump()}
 
 
@@ -96,8 +112,10 @@ def prepare_task(args: Mapping[str, Any], emit: Emit) -> list[str]:
     directory): see :mod:`kvcontract.conformance.run.share`."""
     use_domain(args.get("domain"))
     share.use_share(args.get("share"))
-    return prepare_shared(engine(str(args["engine"])), [law(str(c)) for c in args["clauses"]],
-                          str(args["profile"]), int(args["seed"]), emit)
+    written = prepare_shared(engine(str(args["engine"])), [law(str(c)) for c in args["clauses"]],
+                             str(args["profile"]), int(args["seed"]), emit)
+    _settle()
+    return written
 
 
 def replay_all_task(args: Mapping[str, Any], emit: Emit) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ line's own process:
 - nothing outlives the command: each worker leads its own process group, which
   :meth:`Worker.stop` / :meth:`Worker.close` kill whole (an interrupted run stops its
   workers first, then writes its partial report); a worker dies with its supervisor
-  (``PR_SET_PDEATHSIG`` on Linux, its spawns made from one long-lived thread so that
+  (:mod:`.lifetime`: ``PR_SET_PDEATHSIG`` on Linux, its spawns made from one long-lived thread so that
   the signal means the process, plus a guard thread polling the parent that then kills
   the worker's whole group). Signal handlers belong to the command line's process
   only: the worker installs none.
@@ -35,8 +35,8 @@ line's own process:
 from __future__ import annotations
 
 import concurrent.futures
-import ctypes
 import dataclasses
+import gc
 import importlib
 import json
 import mmap
@@ -54,14 +54,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from kvcontract.conformance.run.lifetime import SUPERVISOR_ENV, die_with_supervisor
+
 Emit = Callable[[Mapping[str, Any]], None]
 TaskFunction = Callable[[Mapping[str, Any], Emit], Any]
 
 LOG_TAIL_LINES = 40
-SUPERVISOR_ENV = "KVCONTRACT_SUPERVISOR_PID"
-"""The supervisor's pid, as the worker's environment tells it (the parent it must die with)."""
-ORPHAN_POLL_S = 0.25
-_PR_SET_PDEATHSIG = 1
 SLOT_ENV = "KVCONTRACT_SLOT"
 """The path of the file whose shared mapping holds the example being run (:func:`begin`)."""
 SLOT_BYTES = 1 << 22
@@ -210,14 +208,24 @@ class Worker:
         """Whether a worker process is running (tasks reuse it)."""
         return self._proc is not None and self._proc.poll() is None
 
-    def close(self) -> None:
-        """Stop the worker (it exits when its stdin closes) and drop the log."""
+    def release(self) -> None:
+        """Let the worker go: it exits when its stdin closes (:meth:`close` waits for it; releasing
+        each of a run's workers first, they exit side by side)."""
         proc = self._proc
-        if proc is not None and proc.poll() is None and proc.stdin is not None:
+        if proc is not None and proc.stdin is not None:
             try:
                 proc.stdin.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Stop the worker (:meth:`release`, then a wait) and drop the log."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            self.release()
+            try:
                 proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
+            except subprocess.TimeoutExpired:
                 pass
         self._kill()
         self._logdir.cleanup()
@@ -435,50 +443,12 @@ def _resolve(call: str) -> TaskFunction:
     return function
 
 
-def _supervisor() -> int:
-    """The pid this worker must die with: the supervisor's, as its environment says."""
-    try:
-        return int(os.environ.get(SUPERVISOR_ENV, ""))
-    except ValueError:
-        return os.getppid()
-
-
-def _die_with_parent(parent: int) -> None:
-    """``PR_SET_PDEATHSIG`` (SIGKILL) on Linux: the kernel kills this worker when the supervisor
-    ends, however it ends, even while a task holds the GIL. Checked against ``parent`` after
-    the call, since the supervisor may have gone before it."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass  # the guard thread polls instead
-    if os.getppid() != parent:
-        _kill_own_group()
-
-
-def _kill_own_group() -> None:
-    try:
-        os.killpg(os.getpgrp(), signal.SIGKILL)  # what the engine started in this group, and this worker
-    finally:
-        os._exit(3)
-
-
-def _orphan_guard(parent: int) -> None:
-    """Kill this worker's group when the supervisor is gone (killed with SIGKILL, it closes
-    no pipe a hung task would notice): a worker never outlives the command that started
-    it. The fallback of :func:`_die_with_parent`, and what reaches the engine's children."""
-    while True:
-        time.sleep(ORPHAN_POLL_S)
-        if os.getppid() != parent:
-            _kill_own_group()
-
-
 def serve() -> int:
-    """The worker's loop: read tasks from stdin, answer on the original stdout."""
-    parent = _supervisor()
-    _die_with_parent(parent)
-    threading.Thread(target=_orphan_guard, args=(parent,), daemon=True).start()
+    """The worker's loop: read tasks from stdin, answer on the original stdout. The cyclic
+    collector is paused until the first task has loaded its engine (what the worker imports
+    stays for good; :func:`kvcontract.conformance.run.tasks.engine` resumes it) or has ended."""
+    gc.disable()
+    die_with_supervisor()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # fd 1 -> the log file the supervisor gave as stderr
     sys.stdout = sys.stderr
@@ -502,6 +472,10 @@ def serve() -> int:
         except Exception as exc:  # noqa: BLE001 - the supervisor judges; the worker reports
             send({"id": task_id, "raised": f"{type(exc).__name__}: {exc}", "where": last_frame(exc)})
             continue
+        finally:
+            if not gc.isenabled():  # a task that loaded no engine
+                gc.freeze()
+                gc.enable()
         send({"id": task_id, "done": value})
     return 0
 
