@@ -56,9 +56,9 @@ def prepare(laws: Sequence[Law], work_out: Any, *, domain_mode: str, budgets: di
     examples per clause. Returns the shapes this worker wrote."""
     if _DIR is None:
         return []
-    written: list[str] = []
+    mine: list[tuple[str, Law]] = []
     seen: set[str] = set()
-    for law_ in laws:
+    for law_ in laws:  # every shape claimed first, then worked out: the other worker waits for them
         name = _name(law_, domain_mode, budgets[law_.clause], seed_value)
         if name in seen:
             continue
@@ -68,8 +68,11 @@ def prepare(laws: Sequence[Law], work_out: Any, *, domain_mode: str, budgets: di
         except FileExistsError:
             continue
         except OSError:
-            return written  # the directory is gone: the check is ending
+            break  # the directory is gone: the check is ending
         os.close(claim)
+        mine.append((name, law_))
+    written: list[str] = []
+    for name, law_ in mine:
         begin(emit, {"clause": law_.clause, "phase": "prepare"}, name)
         examples = work_out(law_)
         _HELD[name] = examples
