@@ -72,7 +72,8 @@ class Tracer:
 
     def __init__(self, roots: Sequence[str]) -> None:
         self.roots = tuple(r.rstrip(os.sep) + os.sep for r in roots)
-        self.calls: list[Frame] = []
+        self._calls: list[tuple[str, int, str, str, str]] = []
+        """Each engine call as :class:`Frame`'s fields (a frame built per call cost a fifth of a trace)."""
         self.raised: list[tuple[BaseException, Frame]] = []
         self._seen: set[int] = set()
         self._files: dict[str, str | None] = {}
@@ -85,14 +86,26 @@ class Tracer:
                  if real.startswith(root)), None)
         return self._files[filename]
 
-    def _frame(self, frame: FrameType, line: int, rel: str) -> Frame:
+    @property
+    def calls(self) -> list[Frame]:
+        """The engine calls, in order."""
+        return [Frame(*c) for c in self._calls]
+
+    def calls_of(self, name: str) -> list[Frame]:
+        """The engine calls of functions named ``name`` (a method: its own name), in order."""
+        return [Frame(*c) for c in self._calls if c[2].rsplit(".", 1)[-1] == name]
+
+    def _fields(self, frame: FrameType, line: int, rel: str) -> tuple[str, int, str, str, str]:
         code = frame.f_code
         receiver = None
         if code.co_argcount and code.co_varnames[0] in ("self", "cls"):  # f_locals only then: it copies them all
             receiver = frame.f_locals.get(code.co_varnames[0])
         name = receiver.__name__ if isinstance(receiver, type) else type(receiver).__name__ if receiver is not None \
             else ""
-        return Frame(rel, line, code.co_qualname, name, code.co_filename)
+        return rel, line, code.co_qualname, name, code.co_filename
+
+    def _frame(self, frame: FrameType, line: int, rel: str) -> Frame:
+        return Frame(*self._fields(frame, line, rel))
 
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event != "call":
@@ -101,7 +114,7 @@ class Tracer:
         rel = self._files[filename] if filename in self._files else self._relative(filename)
         if rel is None:
             return None
-        self.calls.append(self._frame(frame, frame.f_code.co_firstlineno, rel))
+        self._calls.append(self._fields(frame, frame.f_code.co_firstlineno, rel))
         frame.f_trace_lines = False  # exceptions only: a line event per engine line cost most of a trace
         return self._local
 
@@ -229,11 +242,11 @@ def _decider(tracer: Tracer, names: Sequence[str], kinds: set[str]) -> Frame | N
     """The last call of the first of ``names`` that ran (on one of ``kinds`` if any did), else
     the engine function the kit called first."""
     for name in names:
-        deciding = [f for f in tracer.calls if f.function.rsplit(".", 1)[-1] == name]
+        deciding = tracer.calls_of(name)
         on_kind = [f for f in deciding if f.receiver in kinds]
         if on_kind or deciding:
             return (on_kind or deciding)[-1]
-    return tracer.calls[0] if tracer.calls else None
+    return Frame(*tracer._calls[0]) if tracer._calls else None
 
 
 def _at_def(frame: Frame) -> Frame:
