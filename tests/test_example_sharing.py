@@ -95,6 +95,9 @@ def test_pairs_are_those_exercised_whatever_the_order_and_repetition():
     for members in [specs[:2], specs[1:3], specs, [specs[0], specs[0]], [specs[1], specs[0], specs[1]]]:
         for order in itertools.permutations(members):
             assert facts.pairs_of(list(order)) == frozenset(exercised(list(order))), order
+    table = [specs[0]] * 40 + [specs[2]] * 40  # a table repeats its layers' spec objects
+    assert exercised(table) == exercised([specs[0], specs[2]]) == exercised([specs[0], specs[0], specs[2]])
+    assert exercised([specs[0]] * 8) == exercised([specs[0]])
     # equal values, other objects: remembered apart, and the same answer
     copy = dataclasses.replace(specs[1])
     assert copy is not specs[1] and facts.pairs_of([specs[0], copy]) == facts.pairs_of([specs[0], specs[1]])

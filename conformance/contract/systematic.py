@@ -453,13 +453,14 @@ def exercised(specs: list[KVCacheSpec]) -> set[tuple[str, str]]:
     """(kind, field) pairs an example exercises: the field differs between
     members, or from the field's default in some member."""
     out: set[tuple[str, str]] = set()
-    for spec in specs:
+    distinct = {id(spec): spec for spec in specs}.values()  # a table repeats its layers' spec objects
+    for spec in distinct:
         try:
             out |= _off_default(spec)
         except TypeError:  # an unhashable field value: not cached
             out |= _off_default.__wrapped__(spec)
     by_kind: dict[type[KVCacheSpec], list[KVCacheSpec]] = {}
-    for spec in specs:
+    for spec in distinct:
         by_kind.setdefault(type(spec), []).append(spec)
     for kind, members in by_kind.items():
         if len(members) < 2:
