@@ -389,6 +389,8 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
         raise CheckInterrupted(interrupt_signal(exc), report, len(runs), len(selected) * len(modes)) from None
     finally:
         for p in passes.values():
+            p.worker.release()
+        for p in passes.values():
             p.close()
         if shared:
             shutil.rmtree(shared, ignore_errors=True)
