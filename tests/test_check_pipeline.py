@@ -346,6 +346,45 @@ def test_a_shape_no_worker_claimed_is_claimed_by_the_clause_that_needs_it(tmp_pa
         execution._DRAWN.clear()
 
 
+def test_the_taking_worker_gets_the_examples_facts_with_them_and_works_out_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvcontract.conformance.contract.laws import law
+    from kvcontract.conformance.contract.model import domain_of
+    from kvcontract.conformance.contract.strategies import domain_mode
+    from kvcontract.conformance.engines.registry import resolve_engine
+    from kvcontract.conformance.run import execution, facts, share
+
+    domain = domain_of(resolve_engine("reference"))
+    law_ = law("GROUP-PARTITION-1")
+    share.use_share(str(tmp_path))
+    try:
+        execution._SYSTEMATIC.clear()
+        execution._DRAWN.clear()
+        execution._take_shared(law_, domain, 20, 0)  # claimed and written here, as the -O worker does
+        share._HELD.clear()  # now as the other worker: examples from the file, new objects
+        execution._SYSTEMATIC.clear()
+        execution._DRAWN.clear()
+        facts._FACTS.clear()
+        facts._BY_TEXT.clear()
+        computed: list[object] = []
+        monkeypatch.setattr(facts.ExampleFacts, "of", classmethod(lambda cls, ex, **_: computed.append(ex)))
+        execution._take_shared(law_, domain, 20, 0)
+        examples = [*execution.systematic_examples(law_, domain), *execution.drawn_examples(law_, domain, 20, 0)]
+        got = [facts.example_facts(ex) for ex in examples]
+        assert examples and not computed  # every fact came with the file
+        monkeypatch.undo()
+        last = {f.text: ex for ex, f in zip(examples, got, strict=True)}  # of equal examples, the last one
+        for ex, f in zip(examples, got, strict=True):
+            fresh = facts.ExampleFacts.of(ex)
+            assert (f.pristine, f.text, f.pairs) == (fresh.pristine, fresh.text, fresh.pairs)
+            assert facts.judged_example(f.pristine) is last[f.text]
+        assert domain_mode() == "producible"
+    finally:
+        share.use_share(None)
+        execution._SYSTEMATIC.clear()
+        execution._DRAWN.clear()
+
+
 def test_only_the_optimized_pass_prepares_shared_examples_up_front() -> None:
     from kvcontract.conformance.run import session as runner
 

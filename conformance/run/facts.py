@@ -12,6 +12,7 @@ much as encoding it, and an equal spec of other value objects is another example
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from kvcontract.conformance.contract.codec import spec_to_json
@@ -79,16 +80,26 @@ example judged (:func:`judged_example`)."""
 
 
 def example_facts(ex: Example) -> ExampleFacts:
-    """:class:`ExampleFacts` of an enumerated or drawn example, computed once per worker."""
+    """:class:`ExampleFacts` of an enumerated or drawn example, computed once per worker (or
+    handed over with it, :func:`remember_facts`)."""
     held = _FACTS.get(id(ex))
     if held is None or held[0] is not ex:
+        return remember_facts([ex], [ExampleFacts.of(ex)])[0]
+    return held[1]
+
+
+def remember_facts(examples: Sequence[Example], facts: Sequence[ExampleFacts]) -> Sequence[ExampleFacts]:
+    """Take ``facts[i]`` as the facts of ``examples[i]``: worked out here or by the worker that
+    prepared the examples (:mod:`~kvcontract.conformance.run.share`), which works them out as it
+    judges them anyway. Returns ``facts``."""
+    for ex, f in zip(examples, facts, strict=True):
         if len(_FACTS) >= 1 << 17:
             _FACTS.clear()
             _BY_TEXT.clear()
-        held = _FACTS[id(ex)] = (ex, ExampleFacts.of(ex))
-        if held[1].text is not None:
-            _BY_TEXT[held[1].text] = ex
-    return held[1]
+        _FACTS[id(ex)] = (ex, f)
+        if f.text is not None:
+            _BY_TEXT[f.text] = ex
+    return facts
 
 
 def judged_example(witness: Any) -> Example | None:

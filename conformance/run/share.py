@@ -5,15 +5,15 @@ they judge before any engine answers is the same in both: each shape's enumerate
 and its random draws (a seed draws the same sequence in every process, :mod:`.draws`). Drawing
 a default check's 17 shapes took 5.2 s in each worker, enumerating them 0.65 s.
 
-So before its first clause each worker *prepares* (:func:`prepare`): it goes through the
-shapes in clause order, claims the next one no worker has claimed (a file created with
-``O_EXCL`` in the run's share directory), works out its examples and writes them there (one
-pickle per shape, enumerated and drawn examples together, so an object in both stays one
-object). The workers split the shapes between them by who is free. A clause then takes its
-shape's examples from there (:func:`shared`): from memory, from the file, or after waiting for
-a claimed file being written; when none comes (the other worker died, the engine hung it) it
-works them out itself. The files are written by the check's own workers for each other, in a
-directory the check creates and removes.
+So before its first clause the ``-O`` worker *prepares* (:func:`prepare`): it claims every
+shape no worker has claimed (a file created with ``O_EXCL`` in the run's share directory), then
+works out each one's examples and their facts (:mod:`.facts`) in clause order and writes them
+there (one pickle per shape, enumerated and drawn examples together, so an object in both stays
+one object). A clause then takes its shape's examples from there (:func:`shared`): from memory,
+from the file, or after waiting for a claimed file being written; a shape nobody claimed is
+claimed and worked out by the clause that needs it, and when a claimed file does not come (the
+other worker died, the engine hung it) the clause works it out itself. The files are written by
+the check's own workers for each other, in a directory the check creates and removes.
 """
 
 from __future__ import annotations
@@ -25,15 +25,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kvcontract.conformance.contract.model import Example, Law
+from kvcontract.conformance.contract.model import Law
 from kvcontract.conformance.run.worker import Emit, begin
 
 WAIT_S = 2.5
 """How long a clause waits for a shape another worker has claimed (it takes at most 0.7 s to
 draw one); less than the per-example limit a hung engine leaves (3 s)."""
 
+Shape = tuple[Any, ...]
+"""A shape's examples as shared: ``(enumerated, drawn)`` example tuples, then what the preparing
+worker adds (their facts, :func:`kvcontract.conformance.run.execution.prepare_shared`)."""
+
 _DIR: Path | None = None
-_HELD: dict[str, tuple[tuple[Example, ...], tuple[Example, ...]]] = {}
+_HELD: dict[str, Shape] = {}
 
 
 def use_share(path: str | None) -> None:
@@ -86,8 +90,7 @@ def prepare(laws: Sequence[Law], work_out: Any, *, domain_mode: str, budgets: di
     return written
 
 
-def shared(law_: Law, *, domain_mode: str, budget: int,
-           seed_value: int) -> tuple[tuple[Example, ...], tuple[Example, ...]] | None:
+def shared(law_: Law, *, domain_mode: str, budget: int, seed_value: int) -> Shape | None:
     """``law_``'s shape's (enumerated, drawn) examples as a worker prepared them, or None: not
     sharing, never claimed, or not written within :data:`WAIT_S`."""
     if _DIR is None:
@@ -103,7 +106,7 @@ def shared(law_: Law, *, domain_mode: str, budget: int,
             return None
         time.sleep(0.01)
     try:
-        loaded: tuple[tuple[Example, ...], tuple[Example, ...]] = pickle.loads(path.read_bytes())
+        loaded: Shape = pickle.loads(path.read_bytes())
     except (OSError, pickle.UnpicklingError, EOFError):
         return None
     _HELD[name] = loaded
