@@ -5,6 +5,7 @@ shared by the clauses of a shape. None of it may change what a check reports."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -317,6 +318,22 @@ def test_a_pinned_witness_the_pass_judged_already_is_answered_by_that_judgment(m
     assert got == want and {s for s, _m, _p in got.values()} == {"xfail", "xpass"}
 
 
+@contextlib.contextmanager
+def _sharing(directory: Path) -> Iterator[None]:
+    """This process shares through ``directory``, its shape caches empty before and after."""
+    from kvcontract.conformance.run import execution, share
+
+    share.use_share(str(directory))
+    execution._SYSTEMATIC.clear()
+    execution._DRAWN.clear()
+    try:
+        yield
+    finally:
+        share.use_share(None)
+        execution._SYSTEMATIC.clear()
+        execution._DRAWN.clear()
+
+
 def test_a_shape_no_worker_claimed_is_claimed_by_the_clause_that_needs_it(tmp_path: Path) -> None:
     """The normal worker prepares nothing up front (it traces the findings after its pass); a clause
     of a shape nobody claimed yet claims it and writes its examples for the -O worker."""
@@ -328,10 +345,7 @@ def test_a_shape_no_worker_claimed_is_claimed_by_the_clause_that_needs_it(tmp_pa
 
     domain = domain_of(resolve_engine("reference"))
     law_ = law("MERGE-KIND-1")
-    share.use_share(str(tmp_path))
-    try:
-        execution._SYSTEMATIC.clear()
-        execution._DRAWN.clear()
+    with _sharing(tmp_path):
         execution._take_shared(law_, domain, 20, 0)
         name = share._name(law_, domain_mode(), 20, 0)
         assert (tmp_path / f"{name}.claim").exists() and (tmp_path / f"{name}.pkl").exists()
@@ -340,10 +354,6 @@ def test_a_shape_no_worker_claimed_is_claimed_by_the_clause_that_needs_it(tmp_pa
         assert got is not None
         assert [e.to_json() for e in got[1]] == \
             [e.to_json() for e in execution.drawn_examples(law_, domain, 20, 0)]
-    finally:
-        share.use_share(None)
-        execution._SYSTEMATIC.clear()
-        execution._DRAWN.clear()
 
 
 def test_the_taking_worker_gets_the_examples_facts_with_them_and_works_out_none(
@@ -356,10 +366,7 @@ def test_the_taking_worker_gets_the_examples_facts_with_them_and_works_out_none(
 
     domain = domain_of(resolve_engine("reference"))
     law_ = law("GROUP-PARTITION-1")
-    share.use_share(str(tmp_path))
-    try:
-        execution._SYSTEMATIC.clear()
-        execution._DRAWN.clear()
+    with _sharing(tmp_path):
         execution._take_shared(law_, domain, 20, 0)  # claimed and written here, as the -O worker does
         share._HELD.clear()  # now as the other worker: examples from the file, new objects
         execution._SYSTEMATIC.clear()
@@ -379,10 +386,6 @@ def test_the_taking_worker_gets_the_examples_facts_with_them_and_works_out_none(
             assert (f.pristine, f.text, f.pairs) == (fresh.pristine, fresh.text, fresh.pairs)
             assert facts.judged_example(f.pristine) is last[f.text]
         assert domain_mode() == "producible"
-    finally:
-        share.use_share(None)
-        execution._SYSTEMATIC.clear()
-        execution._DRAWN.clear()
 
 
 def test_only_the_optimized_pass_prepares_shared_examples_up_front() -> None:
