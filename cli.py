@@ -68,10 +68,20 @@ def _terminated(signum: int, _frame: Any) -> None:
     raise Interrupted(signum)
 
 
+EARLY_WORKERS = ("check",)
+"""Verbs whose workers start before the command line parses and imports (:func:`prestart`)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _terminated)
+    words = list(sys.argv[1:] if argv is None else argv)
+    early = bool(words) and words[0] in EARLY_WORKERS and not {"-h", "--help"} & set(words)
+    if early:
+        from kvcontract.conformance.run.worker import prestart
+
+        prestart()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -86,6 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"interrupted by {interrupt_name(exc)}", file=sys.stderr)
         return interrupt_exit_code(exc)
     finally:
+        if early:
+            from kvcontract.conformance.run.worker import discard_prestarted
+
+            discard_prestarted()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

@@ -227,3 +227,58 @@ def test_a_worker_dies_with_its_supervisor() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_workers_started_early_are_taken_by_a_matching_pass_and_never_left_behind() -> None:
+    from kvcontract.conformance.run import worker as w
+
+    w.prestart()
+    try:
+        started = {m: w._PRESTARTED[m] for m in (False, True)}
+        assert all(x.alive() for x in started.values())
+        taken = w.Worker.take(optimized=True)  # this environment: the early one
+        assert taken is started[True] and taken.starts == 1
+        other = w.Worker.take(optimized=False, env={**os.environ, "KVCONTRACT_DOMAIN": "constructor"})
+        assert other is not started[False] and not started[False].alive()  # another environment: closed
+        assert not other.alive() and other.starts == 0  # a new one starts on its first task
+        taken.close()
+    finally:
+        w.discard_prestarted()
+    assert not w._PRESTARTED
+
+
+def test_a_check_that_fails_its_argument_checks_leaves_no_early_worker(monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from kvcontract.cli import main
+    from kvcontract.conformance.run import worker as w
+
+    started: list[w.Worker] = []
+    real = w.prestart
+
+    def spy(*args: object) -> None:
+        real()
+        started.extend(w._PRESTARTED.values())
+    monkeypatch.setattr(w, "prestart", spy)
+    assert main(["check", "--engine", "reference", "--clauses", "NOPE-1"]) == 2
+    assert "NOPE-1" in capsys.readouterr().err
+    assert len(started) == 2 and not w._PRESTARTED  # started before the arguments were read,
+    assert not any(x.alive() for x in started)  # closed since
+
+
+def test_a_check_runs_its_passes_in_the_workers_the_command_line_started_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvcontract.cli import main
+    from kvcontract.conformance.run import session
+    from kvcontract.conformance.run import worker as w
+
+    seen: list[w.Worker] = []
+    take = w.Worker.take
+
+    def spy(**kwargs: object) -> w.Worker:
+        early = dict(w._PRESTARTED)
+        got = take(**kwargs)  # type: ignore[arg-type]
+        seen.append(got)
+        assert got is early.get(bool(kwargs.get("optimized")))
+        return got
+    monkeypatch.setattr(session.Worker, "take", staticmethod(spy))
+    assert main(["check", "--engine", "reference", "--profile", "quick", "--clauses", "MERGE-UNION-1", "--quiet"]) == 0
+    assert len(seen) == 2 and all(x.starts == 1 for x in seen) and not w._PRESTARTED

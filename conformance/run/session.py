@@ -118,7 +118,10 @@ class Pass:
         """The check's share directory (:mod:`~kvcontract.conformance.run.share`), if its passes share."""
         self.mode = "optimized" if optimized else "normal"
         self.domain = domain
-        self.worker = Worker(optimized=optimized, env={**os.environ, DOMAIN_ENV: domain})  # every task's domain
+        env = dict(os.environ)
+        if domain_mode(env.get(DOMAIN_ENV)) != domain:  # every task's domain (unset: the default)
+            env[DOMAIN_ENV] = domain
+        self.worker = Worker.take(optimized=optimized, env=env)  # a worker the command line started early
         self.profile, self.seed, self.xfails = profile, seed_value, xfails
         self.clauses = list(clauses)
         self.progress = progress

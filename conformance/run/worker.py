@@ -35,6 +35,7 @@ line's own process:
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import gc
 import importlib
@@ -50,7 +51,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -67,6 +68,8 @@ SLOT_BYTES = 1 << 22
 _SLOT_HEADER = struct.Struct("<qq")
 HEARTBEAT_EVERY_S = 0.2
 """At most this long between two progress events of a task that keeps starting examples."""
+TASK_MODULES = "kvcontract.conformance.run.tasks"
+"""What a worker imports as it starts: the task functions, and the kit's code they run."""
 
 _spawner: concurrent.futures.ThreadPoolExecutor | None = None
 _spawner_lock = threading.Lock()
@@ -95,12 +98,9 @@ def _spawn(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
 class TaskResult:
     """How one task ended.
 
-    ``status``: ``done`` (``value`` holds the function's return value),
-    ``raised`` (the function raised; ``error`` names the exception and
-    ``where`` its last frame), ``timeout`` or ``crashed`` (``error`` says why;
-    ``last_event`` is the last progress the task emitted, e.g. the example
-    being run).
-    """
+    ``status``: ``done`` (``value`` holds the function's return value), ``raised`` (``error``
+    names the exception, ``where`` its last frame), ``timeout`` or ``crashed`` (``error`` says
+    why; ``last_event`` is the last progress the task emitted, e.g. the example being run)."""
 
     status: str
     value: Any = None
@@ -125,11 +125,8 @@ def describe_exit(returncode: int) -> str:
 
 
 class Worker:
-    """A supervised worker subprocess, restarted after a hang or a crash.
-
-    ``optimized`` runs it under ``python -O``. ``on_event`` sees every progress
-    event of every task (the supervisor's progress lines).
-    """
+    """A supervised worker subprocess, restarted after a hang or a crash; ``optimized`` runs it
+    under ``python -O``."""
 
     def __init__(self, *, optimized: bool = False, env: Mapping[str, str] | None = None) -> None:
         self.optimized = optimized
@@ -230,6 +227,17 @@ class Worker:
         self._kill()
         self._logdir.cleanup()
 
+    @classmethod
+    def take(cls, *, optimized: bool = False, env: Mapping[str, str] | None = None) -> Worker:
+        """A worker of this mode and environment: one :func:`prestart` started, else a new one."""
+        wanted = dict(os.environ if env is None else env)
+        found = _PRESTARTED.pop(optimized, None)
+        if found is not None and found.env == wanted and found.alive():
+            return found
+        if found is not None:
+            found.close()
+        return cls(optimized=optimized, env=wanted)
+
     def __enter__(self) -> Worker:
         return self
 
@@ -249,11 +257,9 @@ class Worker:
     # -- tasks -----------------------------------------------------------------
     def run(self, call: str, args: Mapping[str, Any], *, timeout: float,
             heartbeat: float | None = None, on_event: Emit | None = None) -> TaskResult:
-        """Run ``call(args, emit)`` in the worker; never raises for what the task does.
-
-        ``timeout``: seconds for the whole task. ``heartbeat``: seconds the task
-        may stay silent (no event) before it counts as hung.
-        """
+        """Run ``call(args, emit)`` in the worker; never raises for what the task does. ``timeout``:
+        seconds for the whole task; ``heartbeat``: seconds it may stay silent before it counts as
+        hung; ``on_event`` sees each of its progress events."""
         start = time.monotonic()
         proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
         if proc is None:
@@ -340,6 +346,27 @@ class Worker:
         detail = f" (last log lines: {' | '.join(tail)})" if tail else ""
         return TaskResult("crashed", error=f"the worker {describe_exit(code)}{detail}",
                           last_event=last_event, seconds=time.monotonic() - start)
+
+
+_PRESTARTED: dict[bool, Worker] = {}
+
+
+def prestart(modes: Sequence[bool] = (False, True)) -> None:
+    """Start a worker per mode now (``True``: ``-O``), in this process's environment, for
+    :meth:`Worker.take`: a verb that will run workers starts them before its own imports and
+    checks, which took a third of a second with one core idle; a worker reads in its task
+    modules while it waits (:func:`serve`), loading no engine before its first task."""
+    for optimized in modes:
+        if optimized not in _PRESTARTED:
+            worker = Worker(optimized=optimized)
+            worker._start()
+            _PRESTARTED[optimized] = worker
+
+
+def discard_prestarted() -> None:
+    """Close the workers :func:`prestart` started that nobody took."""
+    while _PRESTARTED:
+        _PRESTARTED.popitem()[1].close()
 
 
 def _event_prefix(task_id: int) -> str:
@@ -449,6 +476,8 @@ def serve() -> int:
     stays for good; :func:`kvcontract.conformance.run.tasks.engine` resumes it) or has ended."""
     gc.disable()
     die_with_supervisor()
+    with contextlib.suppress(Exception):  # while the supervisor gets its first task ready (a task reports a failure)
+        importlib.import_module(TASK_MODULES)
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # fd 1 -> the log file the supervisor gave as stderr
     sys.stdout = sys.stderr
