@@ -6,7 +6,8 @@ its version, profile, seed), so a tool reading any of them knows what it
 reads. Files are written by :func:`write_atomic`: whole or not at all, and
 readable like any other output (the umask's mode, not a temp file's 0600).
 Tables, for a terminal or for markdown, are rendered by :func:`text_table`
-and :func:`markdown_table` (one cell escape, :func:`md_cell`).
+and :func:`markdown_table` (one cell escape, :func:`md_cell`). What the kit keeps
+between runs lives under :func:`cache_dir`.
 This module imports nothing else of the kit.
 """
 
@@ -38,6 +39,20 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+CACHE_ENV = "KVCONTRACT_CACHE_DIR"
+"""Where the kit keeps what it works out once per machine (default ``$XDG_CACHE_HOME/kvcontract``
+or ``~/.cache/kvcontract``); ``off``: nowhere."""
+
+
+def cache_dir() -> Path | None:
+    """The kit's cache directory (:data:`CACHE_ENV`), None when caching is off."""
+    given = os.environ.get(CACHE_ENV)
+    if given == "off":
+        return None
+    return Path(given or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kvcontract"))
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:

@@ -210,3 +210,47 @@ def test_the_derived_clause_replays_in_both_interpreters_at_once():
     out = verdicts.derive_optimize_only([finding], normal=normal, optimized=optimized, expectations=_expect(),
                                         complete=True)
     assert started.is_set() and [(r.status, r.signature) for r in out] == [("xfail", DERIVED_SIG)]
+
+
+def test_an_expectations_files_data_is_parsed_once_per_machine_and_kept_by_its_content(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tomllib
+
+    from kvcontract.conformance.reports import expectations
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KVCONTRACT_CACHE_DIR", str(cache))
+    witness = {"specs": [{"kind": "FullAttentionSpec", "block_size": 16, "num_kv_heads": 1, "head_size": 64,
+                          "dtype": "bfloat16"}] * 2}
+    path = Path(_xfails_file(tmp_path, [("MERGE-UNION-1", "accepted:FullAttentionSpec", witness)]))
+    first = load_xfails(path)
+    kept = list((cache / "expectations").glob("*.json"))
+    assert len(kept) == 1
+    expectations._LOADED.clear()
+    parsed: list[str] = []
+    real = tomllib.loads
+    monkeypatch.setattr(tomllib, "loads", lambda text: parsed.append(text) or real(text))
+    assert load_xfails(path).entries == first.entries and not parsed  # read from the cache
+    path.write_text(path.read_text().replace("accepted:FullAttentionSpec", "accepted:FullAttentionSpec:block_size"))
+    expectations._LOADED.clear()
+    assert load_xfails(path).entries[0].signature.endswith(":block_size") and len(parsed) == 1  # another file
+    kept[0].write_text("{not json")  # a broken cache entry: parsed again
+    path.write_text(path.read_text().replace(":block_size", ""))
+    expectations._LOADED.clear()
+    assert load_xfails(path).entries == first.entries and len(parsed) == 2
+
+
+def test_an_expectations_file_json_cannot_hold_or_a_cache_turned_off_is_parsed_each_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvcontract.conformance.reports import expectations
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KVCONTRACT_CACHE_DIR", "off")
+    path = Path(_xfails_file(tmp_path, []))
+    load_xfails(path)
+    assert not cache.exists() and not (tmp_path / "off").exists()
+    monkeypatch.setenv("KVCONTRACT_CACHE_DIR", str(cache))
+    path.write_text(path.read_text() + "\nreviewed = 2026-12-07\n")  # a TOML date: not JSON
+    expectations._LOADED.clear()
+    assert expectations._toml_data(path)["reviewed"].isoformat() == "2026-12-07"
+    assert not list(cache.rglob("*.json"))

@@ -59,6 +59,7 @@ from kvcontract.conformance.engines.vllm.producible_ast import (
     read_classes,
     spec_classes,
 )
+from kvcontract.reports import cache_dir
 
 INTERFACE_PATH = ("v1", "kv_cache_interface.py")
 """Where the spec classes live, relative to the ``vllm`` package directory."""
@@ -131,8 +132,6 @@ class ProducibleScan:
 
 # -- the scan -------------------------------------------------------------------------------------
 
-CACHE_ENV = "KVCONTRACT_CACHE_DIR"
-"""Where scans are kept between runs (default ``$XDG_CACHE_HOME/kvcontract`` or ``~/.cache/kvcontract``)."""
 
 
 @functools.cache
@@ -166,8 +165,9 @@ def _cache_path(package: Path) -> Path | None:
     """The cache file for ``package`` as it is now: named by a digest of the scanner's own
     source (this module and its AST helpers) and every ``.py`` file's path, size and
     modification time."""
-    base = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kvcontract")
+    base = cache_dir()
+    if base is None:
+        return None
     digest = hashlib.sha256()
     try:
         for scanner in (Path(__file__), Path(producible_ast.__file__)):
@@ -181,7 +181,7 @@ def _cache_path(package: Path) -> Path | None:
                     digest.update(f"{directory}/{name}:{st.st_size}:{st.st_mtime_ns};".encode())
     except OSError:
         return None
-    return Path(base) / "producible" / f"{digest.hexdigest()[:32]}.pickle"
+    return base / "producible" / f"{digest.hexdigest()[:32]}.pickle"
 
 
 def scan_source(package_dir: str | os.PathLike[str]) -> ProducibleScan:
