@@ -388,6 +388,33 @@ def test_the_taking_worker_gets_the_examples_facts_with_them_and_works_out_none(
         assert domain_mode() == "producible"
 
 
+def test_the_taking_worker_gets_the_references_plan_answers_with_the_tables(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvcontract import reference
+    from kvcontract.conformance.contract.laws import law
+    from kvcontract.conformance.contract.laws import plan as plan_laws
+    from kvcontract.conformance.contract.model import domain_of
+    from kvcontract.conformance.engines.registry import resolve_engine
+    from kvcontract.conformance.run import execution, share
+
+    domain = domain_of(resolve_engine("reference"))
+    law_ = law("PLAN-SIZE-1")
+    caches = (plan_laws._GROUPS, plan_laws._BUDGETS, plan_laws._REFERENCE_PLANS)
+    with _sharing(tmp_path):
+        execution._take_shared(law_, domain, 0, 0)  # claimed and worked out here, answers too
+        worked_out = [dict(c) for c in caches]
+        share._HELD.clear()  # now as the other worker
+        execution._SYSTEMATIC.clear()
+        for c in caches:
+            c.clear()
+        monkeypatch.setattr(reference, "plan_groups", lambda *a, **k: pytest.fail("worked out again"))
+        execution._take_shared(law_, domain, 0, 0)
+        tables = {plan_laws.table_key(ex.table) for ex in execution.systematic_examples(law_, domain)}
+        assert len(tables) > 100 and [dict(c) for c in caches][1:] == worked_out[1:]
+        assert {k for k, _ in plan_laws._GROUPS} == tables == set(plan_laws._BUDGETS)
+        assert [repr(v) for v in plan_laws._GROUPS.values()] == [repr(v) for v in worked_out[0].values()]
+
+
 def test_only_the_optimized_pass_prepares_shared_examples_up_front() -> None:
     from kvcontract.conformance.run import session as runner
 

@@ -17,7 +17,7 @@ records, never as engine findings.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kvcontract.conformance.contract import strategies as strat
@@ -157,6 +157,11 @@ class Shape:
     """Hypothesis strategy of examples, given the engine's domain."""
     systematic: Callable[[strat.Domain], Iterable[Example]] | None = None
     """The finite part of the input space, enumerated deterministically."""
+    answers: Callable[[Sequence[Example]], tuple[Callable[[Any], None], Any]] | None = None
+    """The reference's answers for a batch of the shape's examples, which its laws would each
+    work out (they depend on no engine): ``(adopt, answers)``, ``adopt(answers)`` remembering
+    them in a process that judges those examples (a check's worker hands them to the other,
+    :mod:`kvcontract.conformance.run.share`)."""
 
 
 @dataclasses.dataclass(frozen=True)

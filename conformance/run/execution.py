@@ -192,11 +192,15 @@ def prepare_shared(engine: Engine, laws: Sequence[Law], profile: str, seed_value
 
 
 def _worked_out(law_: Law, domain: Any, budget: int, seed_value: int) -> share.Shape:
-    """``law_``'s shape as a worker shares it: its enumerated and drawn examples, and their facts
-    (the taking worker then works out none of them: 0.34 s of a quick normal pass)."""
+    """``law_``'s shape as a worker shares it: its enumerated and drawn examples, their facts
+    (the taking worker then works out none of them: 0.34 s of a quick normal pass), and the
+    reference's answers its laws read (:attr:`~kvcontract.conformance.contract.model.Shape.answers`:
+    PLAN's, 0.4 s more)."""
     systematic = systematic_examples(law_, domain)
     drawn = drawn_examples(law_, domain, budget, seed_value) if budget else ()
-    return systematic, drawn, tuple(example_facts(ex) for ex in (*systematic, *drawn))
+    examples = (*systematic, *drawn)
+    answers = law_.shape.answers(examples) if law_.shape.answers is not None else None
+    return systematic, drawn, tuple(example_facts(ex) for ex in examples), answers
 
 
 def _take_shared(law_: Law, domain: Any, budget: int, seed_value: int) -> None:
@@ -217,6 +221,9 @@ def _take_shared(law_: Law, domain: Any, budget: int, seed_value: int) -> None:
         _DRAWN[draw_key] = got[1]
     if len(got) > 2:
         remember_facts((*got[0], *got[1]), got[2])
+    if len(got) > 3 and got[3] is not None:
+        adopt, answers = got[3]
+        adopt(answers)
 
 
 def _random_phase(engine: Engine, law_: Law, examples: int, seed_value: int, findings: _Findings,

@@ -124,9 +124,6 @@ def _sharding_tables(domain: strat.Domain) -> Iterator[Example]:
             yield Example(table=(("layers.0", first), ("layers.1", flipped), ("layers.2", first)))
 
 
-PLAN_TABLE = Shape("plan-table", _plan_table, _sys_plan_table)
-
-
 _BUDGETS: dict[str, int] = {}
 _REFERENCE_PLANS: dict[tuple[str, bool], bool] = {}
 _PLANS_KEPT = 16384
@@ -217,6 +214,35 @@ def _reference_plans(ex: Example, hybrid: bool = True) -> bool:
         if len(_REFERENCE_PLANS) > _PLANS_KEPT:
             _REFERENCE_PLANS.clear()
     return _REFERENCE_PLANS[key]
+
+
+_Answers = dict[str, tuple[Any, ...]]
+
+
+def _reference_answers(examples: Sequence[Example]) -> tuple[Callable[[_Answers], None], _Answers]:
+    """The reference's answers for ``examples`` (their groups in both modes, budget, whether it
+    plans them), by table: what the PLAN laws would each work out first (0.4 s of a quick pass,
+    the same in both of a check's workers). :attr:`Shape.answers` of :data:`PLAN_TABLE`."""
+    answers: _Answers = {}
+    for ex in examples:
+        key = table_key(ex.table)
+        if key not in answers:
+            answers[key] = (_reference_groups(ex.table, True), _reference_groups(ex.table, False), budget_of(ex.table),
+                            _reference_plans(ex, True), _reference_plans(ex, False))
+    return _adopt_answers, answers
+
+
+def _adopt_answers(answers: _Answers) -> None:
+    """Remember answers :func:`_reference_answers` worked out (here or in another worker)."""
+    if len(_GROUPS) + 2 * len(answers) > _PLANS_KEPT:
+        for held in (_GROUPS, _BUDGETS, _REFERENCE_PLANS):
+            held.clear()
+    for key, (grouped, grouped_off, budget, plans, plans_off) in answers.items():
+        _GROUPS[(key, True)], _GROUPS[(key, False)], _BUDGETS[key] = grouped, grouped_off, budget
+        _REFERENCE_PLANS[(key, True)], _REFERENCE_PLANS[(key, False)] = plans, plans_off
+
+
+PLAN_TABLE = Shape("plan-table", _plan_table, _sys_plan_table, answers=_reference_answers)
 
 
 def _judged(engine: Engine, ex: Example) -> EnginePlan | None:
