@@ -245,6 +245,29 @@ def test_a_preparing_worker_claims_every_shape_before_working_one_out(tmp_path: 
     assert sorted(written) == sorted(names) and claimed_when_working and all(c == names for c in claimed_when_working)
 
 
+def test_with_draws_to_make_the_preparing_worker_claims_each_shape_from_the_last_back_as_it_comes(
+        tmp_path: Path) -> None:
+    from kvcontract.conformance.contract.laws import law
+    from kvcontract.conformance.engines.registry import resolve_engine
+    from kvcontract.conformance.run import execution
+
+    laws = [law("MERGE-UNION-1"), law("ERROR-KIND-1"), law("GROUP-PARTITION-1")]
+    order: list[tuple[str, int]] = []
+
+    def worked_out(law_: Any, *args: Any) -> Any:  # which shape, and how many were claimed by then
+        order.append((law_.shape.name, len(list(tmp_path.glob("*.claim")))))
+        return (), (), (), None
+    with _sharing(tmp_path), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(execution, "_worked_out", worked_out)
+        execution.prepare_shared(resolve_engine("reference"), laws, "default", 0)
+        assert order == [(law_.shape.name, i) for i, law_ in enumerate(reversed(laws), 1)]
+        order.clear()
+        for claim in tmp_path.glob("*"):
+            claim.unlink()
+        execution.prepare_shared(resolve_engine("reference"), laws, "quick", 0)  # quick: all claimed first
+        assert order == [(law_.shape.name, 3) for law_ in laws]
+
+
 def test_a_shape_claimed_by_another_worker_is_left_to_it_and_not_waited_for_past_the_limit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kvcontract.conformance.contract.laws import law

@@ -42,6 +42,11 @@ PROFILES: dict[str, int] = {"quick": 0, "default": 100, "thorough": 1000}
 """Profile -> random examples per law after the systematic phase (quick: none;
 a law without a systematic enumerator then draws 25)."""
 QUICK_FALLBACK_EXAMPLES = 25
+CLAIM_ALL_PROFILES = ("quick",)
+"""Profiles whose shared examples the preparing (-O) worker claims all at once, leaving the
+normal worker, which traces every finding after its pass, none to work out (quick: enumerated,
+1.5 s in all). In the others, whose draws take seconds (default: 5 s), it works from the last
+shape back while the normal worker works out the first ones it needs: the passes end together."""
 
 neutralize_local_constants()  # a seed draws the same examples in every process (see run.draws)
 
@@ -187,8 +192,11 @@ def prepare_shared(engine: Engine, laws: Sequence[Law], profile: str, seed_value
     wanted = [law_ for law_ in laws if not law_.requires(engine)]
     budgets = {law_.clause: _examples_budget(law_, profile) for law_ in wanted}
 
-    return share.prepare(wanted, lambda law_: _worked_out(law_, domain, budgets[law_.clause], seed_value),
-                         domain_mode=domain_mode(), budgets=budgets, seed_value=seed_value, emit=emit)
+    claim_all = profile in CLAIM_ALL_PROFILES
+    return share.prepare(wanted if claim_all else wanted[::-1],
+                         lambda law_: _worked_out(law_, domain, budgets[law_.clause], seed_value),
+                         domain_mode=domain_mode(), budgets=budgets, seed_value=seed_value, emit=emit,
+                         claim_all=claim_all)
 
 
 def _worked_out(law_: Law, domain: Any, budget: int, seed_value: int) -> share.Shape:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import pickle
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,29 +54,17 @@ def _name(law_: Law, domain_mode: str, budget: int, seed_value: int) -> str:
 
 
 def prepare(laws: Sequence[Law], work_out: Any, *, domain_mode: str, budgets: dict[str, int],
-            seed_value: int, emit: Emit | None = None) -> list[str]:
+            seed_value: int, emit: Emit | None = None, claim_all: bool = True) -> list[str]:
     """Claim and write each shape of ``laws`` no other worker has claimed, in order;
     ``work_out(law_)`` gives a shape's (enumerated, drawn) examples; ``budgets``: the random
-    examples per clause. Returns the shapes this worker wrote."""
+    examples per clause. ``claim_all``: every shape claimed first, then worked out (the other
+    worker waits for them all); else each claimed as its turn comes (the other claims those it
+    needs before then). Returns the shapes this worker wrote."""
     if _DIR is None:
         return []
-    mine: list[tuple[str, Law]] = []
-    seen: set[str] = set()
-    for law_ in laws:  # every shape claimed first, then worked out: the other worker waits for them
-        name = _name(law_, domain_mode, budgets[law_.clause], seed_value)
-        if name in seen:
-            continue
-        seen.add(name)
-        try:
-            claim = os.open(_DIR / f"{name}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            continue
-        except OSError:
-            break  # the directory is gone: the check is ending
-        os.close(claim)
-        mine.append((name, law_))
     written: list[str] = []
-    for name, law_ in mine:
+    claimed = _claimed(_DIR, laws, domain_mode, budgets, seed_value)
+    for name, law_ in list(claimed) if claim_all else claimed:
         begin(emit, {"clause": law_.clause, "phase": "prepare"}, name)
         examples = work_out(law_)
         _HELD[name] = examples
@@ -88,6 +76,26 @@ def prepare(laws: Sequence[Law], work_out: Any, *, domain_mode: str, budgets: di
             return written
         written.append(name)
     return written
+
+
+def _claimed(directory: Path, laws: Sequence[Law], domain_mode: str, budgets: dict[str, int],
+             seed_value: int) -> Iterator[tuple[str, Law]]:
+    """Each shape of ``laws`` this worker claims in ``directory``, as ``(name, law)`` in order, each
+    claimed when asked for (a list of them: all at once); none more once the directory is gone."""
+    seen: set[str] = set()
+    for law_ in laws:
+        name = _name(law_, domain_mode, budgets[law_.clause], seed_value)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            claim = os.open(directory / f"{name}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            continue
+        except OSError:
+            return  # the directory is gone: the check is ending
+        os.close(claim)
+        yield name, law_
 
 
 def shared(law_: Law, *, domain_mode: str, budget: int, seed_value: int) -> Shape | None:
