@@ -95,8 +95,10 @@ class ClauseRun(pydantic.BaseModel):
     seconds: float = 0.0
     findings: int = 0
     covered_pairs: int = 0
+    """The domain's (kind, field) pairs that can vary which the examples exercised (of ``total_pairs``)."""
     total_pairs: int = 0
     exercised: list[str] = []
+    """Every (kind, field) the examples exercised, a field the domain fixes (a real model's) included."""
 
 
 class Defect(pydantic.BaseModel):
