@@ -15,7 +15,10 @@ Measured side by side on this machine, each the median of ``--repeat`` runs:
   first clause reported as hung to the end of the run (target <= 60 s).
 
 Each row says whether it meets its target. Figures are only comparable within one run on
-one machine; the README's timings are this script's output.
+one machine; the README's timings are this script's output. A floor is a whole interpreter
+run (start, import, exit); a check's workers end without the interpreter's teardown. The
+kit's caches (``$KVCONTRACT_CACHE_DIR``: the scan of vLLM's spec-building code, the parsed
+expectations file) are warm, as on a machine that has run a check before.
 """
 
 from __future__ import annotations
@@ -137,8 +140,8 @@ def main() -> int:
     print("\n".join(text_table(header, rows, align="<>>>>")))
     if slowest:
         print("slowest clauses (last profile): " + ", ".join(f"{name} {s:.2f}s" for s, name in slowest))
-    block = "\n".join([f"`benchmarks/bench_check.py` ({title}):", "",
-                       *markdown_table(header, [[str(c) for c in r] for r in rows])])
+    block = "\n".join([f"`benchmarks/bench_check.py` ({title}; a floor is a whole interpreter run, the kit's "
+                        "caches warm):", "", *markdown_table(header, [[str(c) for c in r] for r in rows])])
     if args.write:
         Path(args.write).write_text(f"# check speed\n\n{block}\n")
     if args.readme:
