@@ -199,7 +199,7 @@ def prepare_shared(engine: Engine, laws: Sequence[Law], profile: str, seed_value
                          claim_all=claim_all)
 
 
-def _worked_out(law_: Law, domain: Any, budget: int, seed_value: int) -> share.Shape:
+def _worked_out(law_: Law, domain: Any, budget: int, seed_value: int) -> share.Prepared:
     """``law_``'s shape as a worker shares it: its enumerated and drawn examples, their facts
     (the taking worker then works out none of them: 0.34 s of a quick normal pass), and the
     reference's answers its laws read (:attr:`~kvcontract.conformance.contract.model.Shape.answers`:
@@ -219,7 +219,7 @@ def _take_shared(law_: Law, domain: Any, budget: int, seed_value: int) -> None:
     if (law_.systematic is None or sys_key in _SYSTEMATIC) and (not budget or draw_key in _DRAWN):
         return
     got = share.shared(law_, domain_mode=domain_mode(), budget=budget, seed_value=seed_value)
-    if got is None:  # unclaimed yet (the -O worker claims the rest up front): claimed here, on demand
+    if got is None:  # unclaimed yet (the -O worker has not come to it): claimed here, on demand
         share.prepare([law_], lambda _: _worked_out(law_, domain, budget, seed_value),
                       domain_mode=domain_mode(), budgets={law_.clause: budget}, seed_value=seed_value)
         return

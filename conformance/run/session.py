@@ -188,10 +188,10 @@ class Pass:
             self.finished.set()
 
     def _prepare(self) -> None:
-        """The examples the passes share, before the -O worker's first clause: it claims what is
-        left of them. The normal worker claims a shape only when a clause needs it unclaimed: it
-        traces every finding after its pass (1.7 s of a quick check), so the prepared part is the
-        other's. A failure costs only the sharing: each clause then works out its own examples."""
+        """The examples the passes share, before the -O worker's first clause (how it divides them
+        with the normal worker, which traces every finding after its pass and claims a shape only
+        when a clause needs it unclaimed: :mod:`~kvcontract.conformance.run.share`). A failure
+        costs only the sharing: each clause then works out its own examples."""
         if self.share and self.mode == "optimized":
             self.worker.run(tasks.PREPARE_TASK, {"engine": self.engine_name, "clauses": self.clauses,
                                                  "profile": self.profile, "seed": self.seed,

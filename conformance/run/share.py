@@ -5,14 +5,18 @@ they judge before any engine answers is the same in both: each shape's enumerate
 and its random draws (a seed draws the same sequence in every process, :mod:`.draws`). Drawing
 a default check's 17 shapes took 5.2 s in each worker, enumerating them 0.65 s.
 
-So before its first clause the ``-O`` worker *prepares* (:func:`prepare`): it claims every
-shape no worker has claimed (a file created with ``O_EXCL`` in the run's share directory), then
-works out each one's examples and their facts (:mod:`.facts`) in clause order and writes them
-there (one pickle per shape, enumerated and drawn examples together, so an object in both stays
-one object). A clause then takes its shape's examples from there (:func:`shared`): from memory,
-from the file, or after waiting for a claimed file being written; a shape nobody claimed is
-claimed and worked out by the clause that needs it, and when a claimed file does not come (the
-other worker died, the engine hung it) the clause works it out itself. The files are written by
+So before its first clause the ``-O`` worker *prepares* (:func:`prepare`): it claims shapes no
+worker has claimed (a file created with ``O_EXCL`` in the run's share directory), works out
+each one's examples, their facts (:mod:`.facts`) and the reference's answers the shape
+declares (``Shape.answers``), and writes them there (one pickle per shape, enumerated and
+drawn examples together, so an object in both stays one object). When the examples are only
+enumerated (quick) it claims them all first; when they are drawn too, it claims them one at a
+time from the last shape back, and the normal worker claims the first ones it needs, so that
+neither pass waits on the other's share (:data:`~kvcontract.conformance.run.execution.CLAIM_ALL_PROFILES`).
+A clause takes its shape's examples from there (:func:`shared`): from memory, from the file,
+or after waiting for a claimed file being written; a shape nobody claimed is claimed and worked
+out by the clause that needs it, and when a claimed file does not come (the other worker died,
+the engine hung it) the clause works it out itself. The files are written by
 the check's own workers for each other, in a directory the check creates and removes.
 """
 
@@ -32,12 +36,12 @@ WAIT_S = 2.5
 """How long a clause waits for a shape another worker has claimed (it takes at most 0.7 s to
 draw one); less than the per-example limit a hung engine leaves (3 s)."""
 
-Shape = tuple[Any, ...]
-"""A shape's examples as shared: ``(enumerated, drawn)`` example tuples, then what the preparing
-worker adds (their facts, :func:`kvcontract.conformance.run.execution.prepare_shared`)."""
+Prepared = tuple[Any, ...]
+"""A shape as shared: its ``(enumerated, drawn)`` example tuples, then what the preparing worker
+adds (their facts and the reference's answers, :func:`kvcontract.conformance.run.execution.prepare_shared`)."""
 
 _DIR: Path | None = None
-_HELD: dict[str, Shape] = {}
+_HELD: dict[str, Prepared] = {}
 
 
 def use_share(path: str | None) -> None:
@@ -98,8 +102,8 @@ def _claimed(directory: Path, laws: Sequence[Law], domain_mode: str, budgets: di
         yield name, law_
 
 
-def shared(law_: Law, *, domain_mode: str, budget: int, seed_value: int) -> Shape | None:
-    """``law_``'s shape's (enumerated, drawn) examples as a worker prepared them, or None: not
+def shared(law_: Law, *, domain_mode: str, budget: int, seed_value: int) -> Prepared | None:
+    """``law_``'s shape as a worker prepared it (:data:`Prepared`), or None: not
     sharing, never claimed, or not written within :data:`WAIT_S`."""
     if _DIR is None:
         return None
@@ -114,7 +118,7 @@ def shared(law_: Law, *, domain_mode: str, budget: int, seed_value: int) -> Shap
             return None
         time.sleep(0.01)
     try:
-        loaded: Shape = pickle.loads(path.read_bytes())
+        loaded: Prepared = pickle.loads(path.read_bytes())
     except (OSError, pickle.UnpicklingError, EOFError):
         return None
     _HELD[name] = loaded
