@@ -91,6 +91,10 @@ class Tracer:
         """The engine calls, in order."""
         return [Frame(*c) for c in self._calls]
 
+    def first_call(self) -> Frame | None:
+        """The first engine call (the function the kit called), if any."""
+        return Frame(*self._calls[0]) if self._calls else None
+
     def calls_of(self, name: str) -> list[Frame]:
         """The engine calls of functions named ``name`` (a method: its own name), in order."""
         return [Frame(*c) for c in self._calls if c[2].rsplit(".", 1)[-1] == name]
@@ -246,7 +250,7 @@ def _decider(tracer: Tracer, names: Sequence[str], kinds: set[str]) -> Frame | N
         on_kind = [f for f in deciding if f.receiver in kinds]
         if on_kind or deciding:
             return (on_kind or deciding)[-1]
-    return Frame(*tracer._calls[0]) if tracer._calls else None
+    return tracer.first_call()
 
 
 def _at_def(frame: Frame) -> Frame:

@@ -133,12 +133,12 @@ class ProducibleScan:
 # -- the scan -------------------------------------------------------------------------------------
 
 
-
 @functools.cache
 def _scan_cached(root: str) -> ProducibleScan:
-    """The scan of ``root``, from the disk cache when no ``.py`` file under it (nor this
-    scanner) changed since it was stored: every worker of every run needs it, and parsing
-    the release takes over a second. Any problem with the cache means a fresh scan."""
+    """The scan of ``root``, from the kit's disk cache (:func:`~kvcontract.reports.cache_dir`)
+    when no ``.py`` file under it (nor this scanner) changed since it was stored: every worker
+    of every run needs it, and parsing the release takes over a second. Any problem with the
+    cache means a fresh scan."""
     path = _cache_path(Path(root))
     if path is not None:
         try:
