@@ -108,6 +108,26 @@ def parse_spec_md(text: str | None = None) -> tuple[Clause, ...]:
     return tuple(clauses)
 
 
+@cache
+def clause_sections() -> dict[str, str]:
+    """Each clause's section of SPEC.md by ID, as markdown: the lines after its ``### ID — Title``
+    heading up to the next heading (the normative paragraph first, then who relies on it and the
+    rationale), blank lines at either end dropped."""
+    lines = SPEC_MD.read_text().splitlines()
+    sections: dict[str, str] = {}
+    for index, line in enumerate(lines):
+        match = _HEADING.match(line)
+        if not match:
+            continue
+        body: list[str] = []
+        for following in lines[index + 1 :]:
+            if following.startswith("#"):
+                break
+            body.append(following)
+        sections[match.group(1)] = "\n".join(body).strip()
+    return sections
+
+
 def _relied_paragraph(lines: list[str]) -> str:
     """The text of the clause's ``*Relied on by:*`` paragraph, joined onto one line; ""
     when the clause (the lines up to the next heading) has none."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from kvcontract.conformance.cli.options import (
     add_optimize,
     add_profile,
     add_quiet,
+    add_sarif,
     add_seed,
     add_xfails,
     comma_list,
@@ -43,6 +45,7 @@ from kvcontract.conformance.reports.gate import (
     write_junit,
     write_repros,
 )
+from kvcontract.conformance.reports.sarif import write_sarif
 from kvcontract.conformance.run.session import (
     AFTER_HANG_EXAMPLE_TIMEOUT_S,
     CLAUSE_TIMEOUT_S,
@@ -50,6 +53,7 @@ from kvcontract.conformance.run.session import (
     CheckInterrupted,
     EngineLoadError,
     keep_partial,
+    report_json,
     run_check,
     write_report_json,
 )
@@ -80,6 +84,7 @@ def register(subparsers: Any) -> None:
     check.add_argument("--repro-dir", metavar="DIR",
                        help="write one repro file per finding that needs attention (at most 200) and "
                             "INDEX.txt (default: <json stem>-repros/ beside --json, else ./kvcontract-repros/)")
+    add_sarif(check, "the run (each result's repro attached; with --baseline: new / updated / unchanged)")
     check.add_argument("--verbose", action="store_true",
                        help="also print every message and repro snippet, and every known finding")
     add_seed(check, "the hypothesis random phase")
@@ -124,12 +129,17 @@ def repro_dir(args: argparse.Namespace) -> Path:
 
 def validate_outputs(args: argparse.Namespace) -> Path | None:
     """Every output path, before the engine loads (exit 2 with what to fix)."""
-    writable_file(args.json, "--json")
-    writable_file(args.junit, "--junit")
-    if args.json and args.junit and Path(args.json).resolve() == Path(args.junit).resolve():
-        raise UsageError("--json and --junit name the same file; give each its own")
-    if args.baseline and args.json and Path(args.baseline).resolve() == Path(args.json).resolve():
-        raise UsageError("--json would overwrite --baseline; write this check's report elsewhere")
+    files = [(option, value) for option, value in (("--json", args.json), ("--junit", args.junit),
+                                                    ("--sarif", args.sarif)) if value]
+    seen: dict[Path, str] = {}
+    for option, value in files:
+        writable_file(value, option)
+        path = Path(value).resolve()
+        if path in seen:
+            raise UsageError(f"{seen[path]} and {option} name the same file; give each its own")
+        if args.baseline and path == Path(args.baseline).resolve():
+            raise UsageError(f"{option} would overwrite --baseline; write this check's report elsewhere")
+        seen[path] = option
     directory = repro_dir(args)
     if args.repro_dir or args.json:
         writable_dir(directory, "--repro-dir")
@@ -188,7 +198,10 @@ def run(args: argparse.Namespace) -> int:
     except XfailsError as exc:
         raise UsageError(str(exc)) from None
     except CheckInterrupted as exc:
-        return keep_partial(exc, args.json, args.junit)
+        code = keep_partial(exc, args.json, args.junit)
+        if args.sarif:
+            _write_partial_sarif(exc.report, args.sarif, baseline, args.baseline)
+        return code
     report.warnings += expectation_warnings(report)
     for warning in report.warnings:
         print(f"WARNING: {warning}", file=sys.stderr, flush=True)
@@ -197,7 +210,9 @@ def run(args: argparse.Namespace) -> int:
     outputs: list[tuple[str, str | Path | None, Callable[[str | Path], None]]] = [
         ("--repro-dir", directory, lambda p: write_repros(gate, p)),
         ("--json", args.json, lambda p: write_report_json(report, p)),
-        ("--junit", args.junit, lambda p: write_junit(gate, p))]
+        ("--junit", args.junit, lambda p: write_junit(gate, p)),
+        ("--sarif", args.sarif, lambda p: write_sarif(json.loads(report_json(report)), p, baseline=baseline,
+                                                      baseline_name=args.baseline or "", repro_dir=directory))]
     for option, path, write in outputs:
         if not path:
             continue
@@ -210,6 +225,18 @@ def run(args: argparse.Namespace) -> int:
         print(render_diff(delta, verbose=True) + "\n")
     print(render_console(gate, verbose=args.verbose))
     return gate.exit_code
+
+
+def _write_partial_sarif(report: Report, path: str, baseline: dict[str, Any] | None,
+                         baseline_name: str | None) -> None:
+    """The SARIF log of an interrupted run (not executionSuccessful, no defect traced), with
+    one line on stderr."""
+    try:
+        write_sarif(json.loads(report_json(report)), path, baseline=baseline, baseline_name=baseline_name or "")
+    except OSError as exc:
+        print(f"error: --sarif {path} not written: {exc.strerror or exc}", file=sys.stderr, flush=True)
+        return
+    print(f"partial SARIF log written to {path} (not an analysis to upload)", file=sys.stderr, flush=True)
 
 
 __all__ = ["register", "run"]

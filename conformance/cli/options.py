@@ -27,6 +27,7 @@ __all__ = [
     "add_optimize",
     "add_profile",
     "add_quiet",
+    "add_sarif",
     "add_seed",
     "add_xfails",
     "comma_list",
@@ -84,6 +85,15 @@ def add_xfails(parser: argparse.ArgumentParser) -> None:
                         help="report known failures as failures")
 
 
+def add_sarif(parser: argparse.ArgumentParser, of: str) -> None:
+    """``--sarif FILE``: the defects ``of`` a report as a SARIF 2.1.0 log
+    (:mod:`kvcontract.conformance.reports.sarif`), for code-scanning tools."""
+    parser.add_argument("--sarif", metavar="FILE",
+                        help=f"write the defects of {of} as SARIF 2.1.0 to FILE (one result per defect on "
+                             "its engine line, for code scanning, e.g. GitHub's upload-sarif; with a "
+                             "baseline each result has its baselineState)")
+
+
 def progress_printer(quiet: bool) -> Callable[[str], None] | None:
     """Where progress lines go: stderr, or nowhere with ``--quiet``."""
     if quiet:
@@ -119,8 +129,8 @@ def writable_file(value: str | None, option: str) -> None:
         return
     path = Path(value)
     if path.is_dir() or value.endswith(("/", os.sep)):
-        raise UsageError(f"{option} {value} is a directory; give a file name, e.g. {option} "
-                         f"{path / ('report.xml' if option == '--junit' else 'report.json')}")
+        example = {"--junit": "report.xml", "--sarif": "report.sarif"}.get(option, "report.json")
+        raise UsageError(f"{option} {value} is a directory; give a file name, e.g. {option} {path / example}")
     if path.exists():
         if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
             raise UsageError(f"{option} {value} is not writable; choose another path or fix its permissions")
