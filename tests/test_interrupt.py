@@ -68,7 +68,7 @@ def _survivors(sessions: set[int]) -> list[int]:
 def _interrupt_check(tmp_path: Path, signum: int) -> tuple[int, str, Path, set[int]]:
     report = tmp_path / "R.json"
     args = ["check", "--engine", "reference", "--profile", "default", "--json", str(report),
-            "--junit", str(tmp_path / "R.xml")]
+            "--junit", str(tmp_path / "R.xml"), "--sarif", str(tmp_path / "R.sarif")]
     code, stderr, workers = _interrupt(args, signum, lambda line: bool(CLAUSE_DONE.match(line)))
     return code, stderr, report, workers
 
@@ -135,6 +135,10 @@ def test_interrupted_check_keeps_a_partial_report(tmp_path: Path, signum: int, e
     assert ran.isdisjoint({(n.clause, n.mode) for n in report.not_run})
     assert not report.ok
     assert (tmp_path / "R.xml").read_text().startswith("<?xml")
+    assert f"partial SARIF log written to {tmp_path / 'R.sarif'}" in stderr
+    sarif = json.loads((tmp_path / "R.sarif").read_text())  # a log that says it is partial
+    assert sarif["runs"][0]["invocations"][0]["executionSuccessful"] is False
+    assert sarif["runs"][0]["results"] == []
 
 
 def test_a_complete_report_reads_as_before() -> None:
