@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import importlib.resources
+import importlib.util
 import json
 import re
 import subprocess
@@ -391,11 +392,9 @@ def test_check_writes_a_log_of_its_defects(tmp_path):
 
 
 def _vllm_root() -> Path | None:
-    try:
-        import vllm
-    except Exception:  # noqa: BLE001 - not installed, or it does not import here
-        return None
-    return Path(vllm.__file__).resolve().parent.parent
+    """The folder that holds the installed ``vllm`` package (found, not imported)."""
+    spec = importlib.util.find_spec("vllm")
+    return Path(spec.origin).resolve().parent.parent if spec is not None and spec.origin else None
 
 
 needs_vllm = pytest.mark.skipif(_vllm_root() is None, reason="vLLM is not installed here; scripts/setup.sh installs it")

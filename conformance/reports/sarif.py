@@ -14,8 +14,8 @@ The mapping (``docs/ci-recipe.md`` says it for users):
   paragraph and the whole SPEC.md section as its help, its level as the default level);
 - one **result** per defect, not per defect x clause: a defect is one engine function x one
   outcome class, one thing to fix, while its findings often span many clauses (an ``assert``
-  that ``python -O`` removes breaks a dozen); one alert per clause would put that many alerts on
-  one line. The ``ruleId`` is the defect's strictest clause (MUST before SHOULD before MAY, then
+  that ``python -O`` removes breaks clauses across chapters); one alert per clause would stack
+  them all on one line. The ``ruleId`` is the defect's strictest clause (MUST before SHOULD before MAY, then
   SPEC.md order), so it is stable while the defect's clauses are; every clause is in
   ``properties.clauses``;
 - ``level``: ``error`` for a MUST defect, ``warning`` for a SHOULD one, ``note`` for one that
@@ -36,8 +36,10 @@ The mapping (``docs/ci-recipe.md`` says it for users):
   ``baselineState``, and closes an alert that an upload no longer has.
 
 Kit errors, known findings that no longer fail (``xpass``), findings not traced to a defect,
-the report's warnings and an interrupted run are ``toolExecutionNotifications`` (an
-interrupted run's invocation is not ``executionSuccessful``).
+a defect with no engine location (code scanning refuses a whole upload with a result it cannot
+place: listed in ``run.properties.unplacedDefects``), the report's warnings and an interrupted
+run are ``toolExecutionNotifications`` (an interrupted run's invocation is not
+``executionSuccessful``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from kvcontract.conformance.reports.diff import compare
 from kvcontract.conformance.reports.gate import defect_repro_name
@@ -162,8 +165,6 @@ def _split_location(location: str) -> tuple[str, int | None]:
 
 def _uri(path: str) -> str:
     """A relative path as a URI reference (``/`` separators, percent-encoded where needed)."""
-    from urllib.parse import quote
-
     return quote(path.replace("\\", "/").lstrip("/"), safe="/-_.~")
 
 
