@@ -19,7 +19,7 @@ from kvcontract.options import comma_list
 from kvcontract.usage import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ("--json", "--seed", "--quiet", "--engine", "--optimize", "--profile", "--xfails", "--no-xfails")
+SHARED = ("--json", "--seed", "--quiet", "--engine", "--optimize", "--profile", "--xfails", "--no-xfails", "--sarif")
 
 
 def test_version_prints_the_kits_version():

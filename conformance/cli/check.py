@@ -84,7 +84,7 @@ def register(subparsers: Any) -> None:
     check.add_argument("--repro-dir", metavar="DIR",
                        help="write one repro file per finding that needs attention (at most 200) and "
                             "INDEX.txt (default: <json stem>-repros/ beside --json, else ./kvcontract-repros/)")
-    add_sarif(check, "the run (each result's repro attached; with --baseline: new / updated / unchanged)")
+    add_sarif(check, "the run (with --baseline, each result marked new / updated / unchanged)")
     check.add_argument("--verbose", action="store_true",
                        help="also print every message and repro snippet, and every known finding")
     add_seed(check, "the hypothesis random phase")

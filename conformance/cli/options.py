@@ -89,9 +89,8 @@ def add_sarif(parser: argparse.ArgumentParser, of: str) -> None:
     """``--sarif FILE``: the defects ``of`` a report as a SARIF 2.1.0 log
     (:mod:`kvcontract.conformance.reports.sarif`), for code-scanning tools."""
     parser.add_argument("--sarif", metavar="FILE",
-                        help=f"write the defects of {of} as SARIF 2.1.0 to FILE (one result per defect on "
-                             "its engine line, for code scanning, e.g. GitHub's upload-sarif; with a "
-                             "baseline each result has its baselineState)")
+                        help=f"write the defects of {of} as SARIF 2.1.0 to FILE: one result per defect on "
+                             "its engine line, its repro attached, for code scanning (e.g. GitHub's upload-sarif)")
 
 
 def progress_printer(quiet: bool) -> Callable[[str], None] | None:
