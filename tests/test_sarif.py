@@ -223,7 +223,9 @@ def test_new_defect_fields_flow_through_without_an_edit():
     props = _results(log)[d["id"]]["properties"]
     assert props["defect"]["needs_option"] == "--enable-dspark" and props["defect"]["input"] == "one-field variation"
     assert "reachable-with-option" in props["tags"]
-    assert _results(log)[d["id"]]["message"]["text"].splitlines()[1].startswith("Reachable-with-option: ")
+    text = _results(log)[d["id"]]["message"]["text"]
+    assert text.splitlines()[1].startswith("Reachable-with-option: ")
+    assert "Needs option: --enable-dspark" in text and "Input: one-field variation" in text
 
 
 def test_the_fingerprint_follows_the_defect_not_its_line():

@@ -74,6 +74,10 @@ SEVERITY = {"error": "error", "warning": "warning", "note": "recommendation"}
 _STRICTNESS = {"MUST": 0, "MUST NOT": 0, "SHOULD": 1, "SHOULD NOT": 1, "MAY": 2}
 REPRO_INLINE_LIMIT = 16000
 """A repro longer than this (characters) is not repeated in the message, only attached."""
+SHOWN_FIELDS = frozenset({"id", "location", "lines", "function", "outcome", "summary", "level", "tier", "models",
+                          "latent_reason", "clauses", "modes", "signatures", "findings", "status", "repro",
+                          "representative", "review"})
+"""Defect fields the message says in its own words; any other short one is a ``name: value`` line."""
 NOTIFICATION_LIMIT = 50
 """Kit errors (and untraced findings) named one per notification; the rest counted in one."""
 
@@ -189,6 +193,20 @@ def _reach(defect: Mapping[str, Any]) -> str:
     return f"{tier.capitalize() or 'Latent'}{': ' + reason if reason else ''}."
 
 
+def _other_fields(defect: Mapping[str, Any], width: int = 300) -> list[str]:
+    """``Needs option: --x`` for each field the message does not know (one the defect model gained
+    since), when it is a short text, a number or a list of texts."""
+    lines = []
+    for key, value in defect.items():
+        if key in SHOWN_FIELDS or value in (None, "", [], False):
+            continue
+        if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+            value = ", ".join(str(v) for v in value)
+        if isinstance(value, str | int | float) and len(str(value)) <= width:
+            lines.append(f"{str(key).replace('_', ' ').capitalize()}: {value}")
+    return lines
+
+
 def _message(defect: Mapping[str, Any], rule_id: str, state: str | None, related: Sequence[int],
              repro_name: str) -> dict[str, str]:
     clauses = [str(c) for c in defect.get("clauses") or []]
@@ -200,6 +218,9 @@ def _message(defect: Mapping[str, Any], rule_id: str, state: str | None, related
              f"Clause {rule_id}{' (also ' + _names(others) + ')' if others else ''}; "
              f"modes {', '.join(modes) or '?'}; {defect.get('findings', '?')} finding(s), "
              f"{len(defect.get('signatures') or [])} signature(s)."]
+    lines += _other_fields(defect)
+    if defect.get("review"):
+        lines.append(f"Review: {defect['review']}")
     if related:
         lines.append("Also at " + ", ".join(f"[line {n}]({i})" for i, n in enumerate(related, 1)) + ".")
     repro = str(defect.get("repro") or "").rstrip()
