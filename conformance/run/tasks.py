@@ -13,6 +13,7 @@ import gc
 from collections.abc import Mapping
 from typing import Any
 
+from kvcontract.conformance.contract.corpus import use_corpus
 from kvcontract.conformance.contract.laws import law
 from kvcontract.conformance.contract.strategies import use_domain
 from kvcontract.conformance.engines.protocol import Engine, SourceInfo
@@ -82,15 +83,13 @@ def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
 
 
 def _engine_info(loaded: Engine) -> dict[str, Any]:
-    from kvcontract.conformance.contract.models import model_kinds, model_names
     from kvcontract.conformance.contract.surface import coverage_summary
     from kvcontract.conformance.reports.expectations import bundled_xfails
 
     found = bundled_xfails(loaded)
     source = loaded.source_info() if isinstance(loaded, SourceInfo) else None
     return {"name": loaded.name, "version": loaded.version, "expectations": str(found) if found else None,
-            "coverage_summary": coverage_summary(loaded), "source": source, "tables": model_names(loaded),
-            "table_kinds": model_kinds(loaded)}
+            "coverage_summary": coverage_summary(loaded), "source": source}
 
 
 def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
@@ -98,6 +97,7 @@ def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     domain ``args["domain"]`` names (default: the worker's, ``strategies.domain_mode``)."""
     use_domain(args.get("domain"))
     share.use_share(args.get("share"))
+    use_corpus(args.get("corpus"))
     loaded = engine(str(args["engine"]))
     path = args.get("xfails")
     expectations = load_xfails(str(path)) if path else None
@@ -112,6 +112,7 @@ def prepare_task(args: Mapping[str, Any], emit: Emit) -> list[str]:
     directory): see :mod:`kvcontract.conformance.run.share`."""
     use_domain(args.get("domain"))
     share.use_share(args.get("share"))
+    use_corpus(args.get("corpus"))
     written = prepare_shared(engine(str(args["engine"])), [law(str(c)) for c in args["clauses"]],
                              str(args["profile"]), int(args["seed"]), emit)
     _settle()
