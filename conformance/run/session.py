@@ -378,7 +378,7 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
         reviews = {e.defect: e.reason for e in expectations.entries if e.defect} if expectations else {}
         trace_defects(report, passes["normal"].worker if "normal" in passes else None, engine_name,
                       progress=progress, timeout=clause_timeout, heartbeat=example_timeout, reviews=reviews,
-                      located=early.located)
+                      located=early.located, corpus=corpus)
     except KeyboardInterrupt as exc:
         # SIGINT, or SIGTERM through the command line's handler: stop every worker first
         # (its process group killed), then keep what ran.

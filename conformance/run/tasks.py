@@ -33,6 +33,7 @@ LAW_TASK = "kvcontract.conformance.run.tasks:law_task"
 REPLAY_TASK = "kvcontract.conformance.run.tasks:replay_task"
 REPLAY_ALL_TASK = "kvcontract.conformance.run.tasks:replay_all_task"
 LOCATE_TASK = "kvcontract.conformance.run.tasks:locate_task"
+REACH_TASK = "kvcontract.conformance.run.tasks:reach_task"
 PREPARE_TASK = "kvcontract.conformance.run.tasks:prepare_task"
 
 _ENGINES: dict[str, Engine] = {}
@@ -136,3 +137,11 @@ def locate_task(args: Mapping[str, Any], emit: Emit) -> list[dict[str, Any]]:
     from kvcontract.conformance.run.locate import locate_items
 
     return locate_items(engine(str(args["engine"])), args["items"], emit)
+
+
+def reach_task(args: Mapping[str, Any], emit: Emit) -> dict[str, dict[str, Any]]:
+    """Which engine functions planning each given corpus table calls
+    (:func:`~kvcontract.conformance.run.locate.reach_tables`)."""
+    from kvcontract.conformance.run.locate import reach_tables
+
+    return reach_tables(engine(str(args["engine"])), args["tables"], args["functions"], emit)
