@@ -54,6 +54,9 @@ def pytest_addoption(parser: Any) -> None:
                     help="seed of the random phase (default 0)")
     group.addoption("--kvcontract-xfails", default=None, metavar="FILE",
                     help="expected findings; default: the bundled file for the engine release, if any")
+    group.addoption("--kvcontract-corpus", default="auto", metavar="auto|none|FILE",
+                    help="the corpus of real models' tables fed first (default auto: the engine's own where it "
+                         "builds one, else the pinned vLLM release's; see kvcontract tables)")
     group.addoption("--kvcontract-no-xfails", action="store_true", default=False,
                     help="report known failures as failures")
 
@@ -249,6 +252,15 @@ def pytest_configure(config: Any) -> None:
     except (UnknownEngine, EngineUnavailable) as exc:
         reason = exc.args[0] if exc.args else type(exc).__name__
         raise _options_error(f"--kvcontract-engine {name}: {reason}") from None
+    from kvcontract.conformance.contract.corpus import use_corpus
+    from kvcontract.conformance.engines.corpora import resolve
+    from kvcontract.usage import UsageError
+
+    try:
+        chosen = resolve(name, config.getoption("--kvcontract-corpus"))
+    except UsageError as exc:
+        raise _options_error(f"--kvcontract-corpus: {exc}") from None
+    use_corpus(str(chosen.path) if chosen.path else None)
     config._kvcontract = {
         "name": name,
         "engine": engine,

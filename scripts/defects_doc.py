@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from kvcontract.conformance.reports.defects import (
+from kvcontract.conformance.reports.defects_text import (
     README_BEGIN,
     README_END,
     defects_summary,

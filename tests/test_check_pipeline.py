@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from kvcontract.conformance.reports.check import Record, Report, Summary
-from kvcontract.conformance.run import session, tasks
+from kvcontract.conformance.run import tasks, tracing
 from kvcontract.conformance.run.worker import TaskResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,9 +69,9 @@ def test_trace_defects_asks_only_for_the_findings_not_traced_already() -> None:
     records = [_finding("ERROR-DETECT-1", "normal", 1), _finding("ERROR-DETECT-1", "optimized", 2),
                _finding("ERROR-TYPE-1", "optimized", 3), _finding("MERGE-KIND-1", "normal", 4, status="pass")]
     report = _report(records)
-    early = {session.finding_key(records[0]): _where(session.locate_item(records[0]))}
+    early = {tracing.finding_key(records[0]): _where(tracing.locate_item(records[0]))}
     worker = RecordingWorker()
-    session.trace_defects(report, worker, "toy", progress=None, timeout=5, heartbeat=5,  # type: ignore[arg-type]
+    tracing.trace_defects(report, worker, "toy", progress=None, timeout=5, heartbeat=5,  # type: ignore[arg-type]
                           located=early)
     assert [[_n(i) for i in b] for b in worker.batches] == [[2, 3]]  # not the traced one, not the pass
     assert [d.lines for d in report.defects] == [[1, 2, 3]]  # one function, one outcome: one defect
@@ -82,8 +82,8 @@ def test_trace_defects_with_every_finding_traced_runs_no_task() -> None:
     records = [_finding("ERROR-DETECT-1", "normal", 1), _finding("ERROR-DETECT-1", "optimized", 2)]
     report = _report(records)
     worker = RecordingWorker(fail=True)
-    session.trace_defects(report, worker, "toy", progress=None, timeout=5, heartbeat=5,  # type: ignore[arg-type]
-                          located={session.finding_key(r): _where(session.locate_item(r)) for r in records})
+    tracing.trace_defects(report, worker, "toy", progress=None, timeout=5, heartbeat=5,  # type: ignore[arg-type]
+                          located={tracing.finding_key(r): _where(tracing.locate_item(r)) for r in records})
     assert worker.batches == [] and report.warnings == []
     assert len(report.defects) >= 1
 
@@ -109,7 +109,7 @@ def test_early_tracing_traces_the_other_pass_findings_as_they_arrive_each_once()
     normal = FakePass([[_finding("ERROR-DETECT-1", "normal", 1)]], worker)
     optimized = FakePass([[_finding("ERROR-DETECT-1", "optimized", n)] for n in (2, 3, 4)], RecordingWorker(),
                          delay=0.15)
-    early = session.EarlyTracing({"normal": normal, "optimized": optimized},  # type: ignore[dict-item]
+    early = tracing.EarlyTracing({"normal": normal, "optimized": optimized},  # type: ignore[dict-item]
                                  "toy", timeout=5, heartbeat=5)
     other = threading.Thread(target=optimized.run)
     other.start()
@@ -118,7 +118,7 @@ def test_early_tracing_traces_the_other_pass_findings_as_they_arrive_each_once()
     traced = [_n(i) for b in worker.batches for i in b]
     assert sorted(traced) == [1, 2, 3, 4]  # every finding of both passes, each once
     assert len(worker.batches) >= 2  # the normal pass's own first, the other's as they came
-    assert set(early.located) == {session.finding_key(r) for p in (normal, optimized) for r in p.records}
+    assert set(early.located) == {tracing.finding_key(r) for p in (normal, optimized) for r in p.records}
 
 
 def test_early_tracing_that_fails_leaves_the_findings_to_trace_defects() -> None:
@@ -126,7 +126,7 @@ def test_early_tracing_that_fails_leaves_the_findings_to_trace_defects() -> None
     normal = FakePass([[_finding("ERROR-DETECT-1", "normal", 1)]], worker)
     done = FakePass([], RecordingWorker())
     done.finished.set()
-    early = session.EarlyTracing({"normal": normal, "optimized": done}, "toy",  # type: ignore[dict-item]
+    early = tracing.EarlyTracing({"normal": normal, "optimized": done}, "toy",  # type: ignore[dict-item]
                                  timeout=5, heartbeat=5)
     early.run()
     assert len(worker.batches) == 1 and early.located == {}  # tried once, not in a loop
@@ -170,16 +170,21 @@ def test_engine_info_is_worked_out_once_per_worker() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
 def test_the_clauses_of_a_shape_judge_the_same_model_examples_as_built_afresh() -> None:
     from kvcontract.conformance.contract import models
+    from kvcontract.conformance.contract.corpus import current_corpus, use_corpus
     from kvcontract.conformance.contract.laws import LAWS
     from kvcontract.conformance.engines.registry import resolve_engine
+    from kvcontract.conformance.engines.vllm.corpus import PINNED_RELEASE, shipped_path
 
     engine = resolve_engine("vllm")
+    use_corpus(str(shipped_path(PINNED_RELEASE)))
+    corpus = current_corpus()
+    assert corpus is not None
     by_shape: dict[str, list[Any]] = {}
     for law_ in LAWS:
         by_shape.setdefault(law_.shape.name, []).append(law_)
     for shape, laws in by_shape.items():
         shared = models.model_examples(engine, laws[0])
-        fresh = list(models._model_examples(engine, shape))
+        fresh = list(models._model_examples(engine, corpus, shape))
         assert [(n, ex.to_json()) for n, ex in shared] == [(n, ex.to_json()) for n, ex in fresh], shape
         for law_ in laws[1:]:
             assert all(a[1] is b[1] for a, b in zip(models.model_examples(engine, law_), shared, strict=True)), shape

@@ -9,7 +9,7 @@ import json
 import tomllib
 from pathlib import Path
 
-from kvcontract.conformance.reports.defects import (
+from kvcontract.conformance.reports.defects_text import (
     README_BEGIN,
     README_END,
     render_document,

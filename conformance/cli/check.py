@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcontract.conformance.cli.options import (
+    add_corpus,
     add_domain,
     add_engine,
     add_json,
@@ -75,6 +76,7 @@ def register(subparsers: Any) -> None:
                             "DIR/vllm/__init__.py), imported with this environment's dependencies; the "
                             "report records DIR, git describe and whether the tree is dirty")
     add_profile(check)
+    add_corpus(check)
     add_domain(check)
     add_optimize(check)
     add_json(check, "the report (schema 'check' v2)")
@@ -187,12 +189,18 @@ def run(args: argparse.Namespace) -> int:
     except UnknownEngine as exc:
         raise UsageError(str(exc)) from None
     progress = progress_printer(args.quiet)
+    from kvcontract.conformance.engines.corpora import resolve
+
+    corpus = resolve(engine, args.corpus, args.tables, progress=progress)
+    if progress is not None:
+        progress(f"[corpus] {corpus.how}")
     try:
         report = run_check(engine, profile=args.profile, seed_value=args.seed, optimize=args.optimize,
                            xfails=args.xfails, use_default_xfails=not args.no_xfails, clauses=clauses,
                            progress=progress, clause_timeout=args.clause_timeout,
                            example_timeout=args.example_timeout, domain=args.domain,
-                           known=known_signatures(baseline) if baseline is not None else None)
+                           known=known_signatures(baseline) if baseline is not None else None,
+                           corpus=str(corpus.path) if corpus.path else None)
     except EngineLoadError as exc:
         raise UsageError(f"engine {args.engine!r} cannot be loaded: {exc}") from None
     except XfailsError as exc:

@@ -21,6 +21,7 @@ from kvcontract.options import add_json, add_quiet, add_seed, comma_list
 from kvcontract.usage import UsageError
 
 __all__ = [
+    "add_corpus",
     "add_domain",
     "add_engine",
     "add_json",
@@ -47,6 +48,19 @@ def add_engine(parser: argparse.ArgumentParser, *, mutants: bool = True, require
     ``mutant:<name>`` is accepted; ``what``: what the engine is used for, put before the names."""
     text = ENGINE_HELP if mutants else ENGINE_HELP.replace(" mutant:<name>,", "")
     parser.add_argument("--engine", required=required, help=f"{what}: {text}" if what else text)
+
+
+def add_corpus(parser: argparse.ArgumentParser) -> None:
+    """``--corpus auto|none|FILE`` and ``--tables FILE ...``: the real models' tables a run feeds the
+    engine (:mod:`kvcontract.conformance.engines.corpora`)."""
+    parser.add_argument("--corpus", default="auto", metavar="auto|none|FILE",
+                        help="the corpus of real models' layer tables fed to the engine first: auto (default: "
+                             "for vllm, the one built by the checked release's own model code, shipped or "
+                             "cached, else built now; for any other engine, the pinned vLLM release's), "
+                             "none, or a corpus file (kvcontract tables --export-corpus)")
+    parser.add_argument("--tables", nargs="+", default=[], metavar="FILE",
+                        help="your own layer-table files (JSON: model, layers, optional settings), added "
+                             "to the corpus as members like any other")
 
 
 def add_domain(parser: argparse.ArgumentParser) -> None:

@@ -3,8 +3,11 @@
 state-space or ring group —, what one request holds), and with ``--engine`` the
 engine's plan beside it with the differences: capacity planning without a GPU.
 
-A table is a real model's (``--list`` shows the names: vLLM 0.34.0's own spec-building code
-built them) or a layer-table JSON file (``kvcontract.reference.load_layer_table``'s format).
+A table is a corpus table's (``--list`` shows the names: the model code of the engine's release
+built them, ``kvcontract tables``) or a layer-table JSON file (``kvcontract tables --export``
+writes one; ``kvcontract.reference.load_layer_table``'s format, with optional settings). A
+corpus table is planned with the settings the engine picks for it (its hybrid-manager decision,
+its layout) unless ``--hybrid-off`` / ``--layout`` say otherwise.
 The engine plans in a worker process with a time limit: an engine that hangs or crashes is
 reported, never waited on forever. Exit 0: planned (differences where the contract leaves a
 choice are shown, not failed); 1: the reference or the engine could not plan the table;
@@ -27,8 +30,6 @@ from typing import Any
 from kvcontract.conformance.cli.options import add_engine, add_json, writable_file
 from kvcontract.usage import UsageError
 
-TABLES_RELEASE = "0.34.0"
-"""The vLLM release whose real model tables ``plan`` knows by name."""
 ENGINE_TIMEOUT_S = 300
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
           "g": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40,
@@ -58,13 +59,17 @@ def register(subparsers: Any) -> None:
         description="Plan a layer table's KV cache within a memory budget with the reference "
                     "(kvcontract.reference.plan); with --engine, plan it with the engine too and show "
                     "the differences.")
-    p.add_argument("table", nargs="?", help="a real model table's name (see --list) or a layer-table JSON file")
-    p.add_argument("--list", action="store_true", help="list the real model tables and exit")
+    p.add_argument("table", nargs="?", help="a corpus table's name (see --list) or a layer-table JSON file")
+    p.add_argument("--list", action="store_true", help="list the corpus's tables and exit")
+    p.add_argument("--corpus", default="auto", metavar="auto|FILE",
+                   help="whose tables the names are: auto (the corpus of --engine's release, else the pinned "
+                        "vLLM's; see kvcontract tables) or a corpus file")
     p.add_argument("--memory", type=parse_bytes, default=parse_bytes("8GiB"), metavar="SIZE",
                    help="the KV-cache memory budget (default 8GiB; e.g. 512MiB, 80GB, bytes)")
-    p.add_argument("--layout", choices=("layer-outermost", "block-outermost"), default="layer-outermost",
-                   help="cache layout: each layer's blocks contiguous (default), or each block all layers' "
-                        "pages side by side (layers of different pages then share blocks, packed)")
+    p.add_argument("--layout", choices=("layer-outermost", "block-outermost"), default=None,
+                   help="cache layout: each layer's blocks contiguous, or each block all layers' pages side by "
+                        "side (layers of different pages then share blocks, packed); default: the corpus table's "
+                        "own (the layout the engine resolves for it), else layer-outermost")
     p.add_argument("--hybrid-off", action="store_true",
                    help="plan with the hybrid KV-cache manager off (PLAN-HYBRID-1)")
     p.add_argument("--max-model-len", type=int, default=8192, metavar="TOKENS",
@@ -82,33 +87,36 @@ def register(subparsers: Any) -> None:
 # -- the table ---------------------------------------------------------------------------------
 
 
-def _real_tables() -> dict[str, Any]:
-    from kvcontract.conformance.engines.vllm.tables import load_tables
+def corpus_tables(engine: str | None = None, corpus: str = "auto") -> dict[str, Any]:
+    """The corpus's tables by name (:mod:`kvcontract.conformance.engines.corpora`)."""
+    from kvcontract.conformance.contract.corpus import read_corpus
+    from kvcontract.conformance.engines.corpora import resolve
 
-    return {t.name: t for t in load_tables(TABLES_RELEASE)}
+    chosen = resolve(engine or "reference", corpus)
+    return {} if chosen.path is None else read_corpus(chosen.path).by_name()
 
 
-def load_table(spec: str) -> tuple[str, dict[str, Any], str]:
-    """``(name, layer table, where it comes from)`` for a table name or a JSON file."""
-    from kvcontract.reference.schema import LayerTableError, load_layer_table
+def load_table(spec: str, tables: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any], str, Any]:
+    """``(name, layer table, where it comes from, its settings or None)`` for a table name or a JSON file."""
+    from kvcontract.conformance.contract.corpus import CorpusFileError, read_table_file
 
-    tables = _real_tables()
+    tables = corpus_tables() if tables is None else tables
     if spec in tables:
         t = tables[spec]
-        return spec, t.specs(), f"built by vLLM {TABLES_RELEASE}'s own spec-building code"
+        return spec, t.specs(), f"{t.architecture}, built by {t.built_by}", t.settings
     path = Path(spec)
     if path.suffix == ".json" or path.exists():
         if not path.is_file():
             raise UsageError(f"kvcontract plan: no such file: {spec}")
         try:
-            loaded = load_layer_table(path)
-        except LayerTableError as exc:
+            loaded = read_table_file(path)
+        except CorpusFileError as exc:
             raise UsageError(f"kvcontract plan: {exc}") from None
-        return loaded.model or path.stem, loaded.specs_by_layer, str(path)
+        return loaded.name or path.stem, loaded.specs(), str(path), loaded.settings
     close = difflib.get_close_matches(spec, list(tables), n=3, cutoff=0.6) or \
         [n for n in tables if spec.lower() in n.lower()]
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(tables)}"
-    raise UsageError(f"kvcontract plan: {spec!r} is neither a real model table nor a file{hint}")
+    hint = f"; did you mean {', '.join(close[:5])}?" if close else "; --list shows the names"
+    raise UsageError(f"kvcontract plan: {spec!r} is neither a corpus table nor a file{hint}")
 
 
 # -- plans as plain data ------------------------------------------------------------------------
@@ -272,9 +280,9 @@ def render(title: str, plan: Mapping[str, Any], max_len: int, verbose: bool) -> 
 
 def run(args: argparse.Namespace) -> int:
     if args.list:
-        for name, t in _real_tables().items():
-            kinds = sorted({type(s).__name__ for _, s in t.layers})
-            print(f"{name:<36} {len(t.layers):>4} layers  {', '.join(kinds)}")
+        for name, t in corpus_tables(args.engine, args.corpus).items():
+            kinds = sorted(t.kinds())
+            print(f"{name:<48} {len(t.layers):>4} layers  {', '.join(kinds) or '(no KV cache)'}")
         return 0
     if not args.table:
         raise UsageError("kvcontract plan: give a table (a real model's name, see --list, or a JSON file)")
@@ -288,8 +296,12 @@ def run(args: argparse.Namespace) -> int:
             check_engine_name(args.engine)
         except LookupError as exc:
             raise UsageError(f"kvcontract plan: {exc}") from None
-    name, table, origin = load_table(args.table)
-    hybrid = not args.hybrid_off
+    name, table, origin, settings = load_table(args.table, corpus_tables(args.engine, args.corpus))
+    if not table:
+        raise UsageError(f"kvcontract plan: {name} has no KV-cache layers: nothing to plan")
+    hybrid = not args.hybrid_off and (settings is None or settings.hybrid)
+    if args.layout is None:
+        args.layout = "block-outermost" if settings is not None and settings.block_outermost else "layer-outermost"
     in_flight = args.max_model_len if args.in_flight is None else args.in_flight
     print(f"kvcontract plan: {name} ({len(table)} layers; {origin}), budget {_size(args.memory)}, "
           f"hybrid manager {'on' if hybrid else 'off'}, {args.layout}", flush=True)

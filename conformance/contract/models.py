@@ -1,10 +1,12 @@
-"""Real model tables as the laws' first examples: what makes a defect reachable.
+"""The corpus as the laws' first examples: what makes a defect reachable.
 
-An engine that ships its real model tables (:class:`~kvcontract.conformance.engines.protocol.ModelTables`)
-gets them judged before anything drawn, each in the shape the law takes:
+Every engine under check is fed the run's corpus (:func:`~kvcontract.conformance.contract.corpus.use_corpus`:
+real models' tables as the engine's own model code builds them), before anything drawn, each
+table in the shape the law takes, one representative per table a planner cannot tell apart
+(the same specs in the same order: :func:`~kvcontract.conformance.contract.corpus.distinct_tables`):
 
-- a layer table (GROUP): the model's whole table, as the engine's planner sees it; where the
-  law's shape is a table whose layers all merge (GROUP-SHARE-1), only a table the contract
+- a layer table (GROUP, PLAN): the model's whole table, as the engine's planner sees it; where
+  the law's shape is a table whose layers all merge (GROUP-SHARE-1), only a table the contract
   says is uniform;
 - one spec (MERGE-IDENTITY-1 and the other one-spec laws): each distinct layer spec;
 - compatible members (MERGE, the merge of a group): the distinct specs of each group the
@@ -20,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kvcontract import reference
+from kvcontract.conformance.contract.corpus import Corpus, current_corpus, distinct_tables
 from kvcontract.conformance.contract.model import Example, Law
-from kvcontract.conformance.engines.protocol import Engine, ModelTables
+from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.reference import KVCacheSpec
 
 TABLE_SHAPES = frozenset({"table", "plan-table"})
@@ -32,8 +35,10 @@ GROUP_SHAPES = frozenset({"compatible", "advisory"})
 
 def _distinct(specs: list[KVCacheSpec]) -> list[KVCacheSpec]:
     out: list[KVCacheSpec] = []
+    seen: set[KVCacheSpec] = set()
     for s in specs:
-        if s not in out:
+        if s not in seen:
+            seen.add(s)
             out.append(s)
     return out
 
@@ -58,48 +63,56 @@ def _engine_groups(engine: Engine, table: tuple[tuple[str, KVCacheSpec], ...]) -
     return [[by_name[n] for n in g.layer_names if n in by_name] for g in groups]
 
 
-_BY_SHAPE: dict[tuple[int, str], tuple[Engine, tuple[tuple[str, Example], ...]]] = {}
-"""Per engine (held beside its entry) and shape: its model examples, the same objects for every
-clause of the shape (whose answers and facts are remembered by identity)."""
+_BY_SHAPE: dict[tuple[int, int, str], tuple[Engine, Corpus, tuple[tuple[str, Example], ...]]] = {}
+"""Per engine, corpus and shape: its model examples, the same objects for every clause of the shape
+(whose answers and facts are remembered by identity)."""
 
 
 def model_examples(engine: Engine, law_: Law) -> tuple[tuple[str, Example], ...]:
-    """``(model name, example)`` for each real model table of ``engine`` in ``law_``'s shape
-    (worked out once per engine and shape: building them grouped each table in the engine)."""
-    key = (id(engine), law_.shape.name)
+    """``(table name, example)`` for each corpus table in ``law_``'s shape (worked out once per
+    engine, corpus and shape: building them grouped each table in the engine)."""
+    corpus = current_corpus()
+    if corpus is None:
+        return ()
+    key = (id(engine), id(corpus), law_.shape.name)
     held = _BY_SHAPE.get(key)
-    if held is None or held[0] is not engine:
-        held = _BY_SHAPE[key] = (engine, tuple(_model_examples(engine, law_.shape.name)))
-    return held[1]
+    if held is None or held[0] is not engine or held[1] is not corpus:
+        held = _BY_SHAPE[key] = (engine, corpus, tuple(_model_examples(engine, corpus, law_.shape.name)))
+    return held[2]
 
 
-def _model_examples(engine: Engine, shape: str) -> Iterator[tuple[str, Example]]:
-    if not isinstance(engine, ModelTables):
-        return
-    for name, layers in engine.model_tables():
-        table = tuple(layers)
-        if shape in TABLE_SHAPES:
-            yield name, Example(table=table, model=name)
-        elif shape in UNIFORM_TABLE_SHAPES:
-            if reference.is_uniform(dict(table)):
-                yield name, Example(table=table, model=name)
-        elif shape in ONE_SPEC_SHAPES:
-            for spec in _distinct([s for _, s in table]):
-                yield name, Example(specs=(spec,), model=name)
-        elif shape in GROUP_SHAPES:
-            for members in _engine_groups(engine, table):
-                distinct = _distinct(members)
-                if len(distinct) > 1 and _merges(distinct):
-                    yield name, Example(specs=tuple(distinct), model=name)
+def _model_examples(engine: Engine, corpus: Corpus, shape: str) -> Iterator[tuple[str, Example]]:
+    tables = [(t, names) for t, names in distinct_tables(corpus) if t.layers]  # a model without KV cache: nothing to plan
+    if shape in TABLE_SHAPES or shape in UNIFORM_TABLE_SHAPES:
+        for table, _ in tables:
+            if shape in TABLE_SHAPES or reference.is_uniform(table.specs()):
+                yield table.name, Example(table=tuple(table.layers), model=table.name)
+    elif shape in ONE_SPEC_SHAPES:
+        seen: set[KVCacheSpec] = set()
+        for table, _ in tables:
+            for spec in _distinct([s for _, s in table.layers]):
+                if spec not in seen:
+                    seen.add(spec)
+                    yield table.name, Example(specs=(spec,), model=table.name)
+    elif shape in GROUP_SHAPES:
+        groups: set[tuple[KVCacheSpec, ...]] = set()
+        for table, _ in tables:
+            for members in _engine_groups(engine, tuple(table.layers)):
+                distinct = tuple(_distinct(members))
+                if len(distinct) > 1 and distinct not in groups and _merges(list(distinct)):
+                    groups.add(distinct)
+                    yield table.name, Example(specs=distinct, model=table.name)
 
 
-def model_names(engine: Engine) -> list[str]:
-    """The names of the engine's real model tables."""
-    return [name for name, _ in engine.model_tables()] if isinstance(engine, ModelTables) else []
+def table_names() -> list[str]:
+    """The names of the current corpus's tables."""
+    corpus = current_corpus()
+    return [t.name for t in corpus.tables] if corpus is not None else []
 
 
-def model_kinds(engine: Engine) -> dict[str, list[str]]:
-    """Per real model table, the spec kinds its layers have (what a latent defect's reason names)."""
-    if not isinstance(engine, ModelTables):
+def table_kinds() -> dict[str, list[str]]:
+    """Per corpus table, the spec kinds its layers have (what a latent defect's reason names)."""
+    corpus = current_corpus()
+    if corpus is None:
         return {}
-    return {name: sorted({type(s).__name__ for _, s in layers}) for name, layers in engine.model_tables()}
+    return {t.name: sorted(t.kinds()) for t in corpus.tables}

@@ -129,9 +129,10 @@ class MutantsReport(ReportHeader):
 
 def hunt(worker: Worker, engine: str, mode: Mode, *, profile: str, seed_value: int, exhaustive: bool,
          mutated: frozenset[str] | None, clause_timeout: float = CLAUSE_TIMEOUT_S,
-         example_timeout: float = EXAMPLE_TIMEOUT_S) -> ModeOutcome:
+         example_timeout: float = EXAMPLE_TIMEOUT_S, corpus: str | None = None) -> ModeOutcome:
     """Run the laws against ``engine`` in ``worker``, in SPEC.md order, to the first
-    failing MUST clause (every clause when ``exhaustive``); SHOULD failures on the way count."""
+    failing MUST clause (every clause when ``exhaustive``); SHOULD failures on the way count.
+    ``corpus``: the corpus file the laws are fed first (every engine gets the same)."""
     start = time.perf_counter()
     failed: list[Any] = []
     passed: list[str] = []
@@ -144,7 +145,7 @@ def hunt(worker: Worker, engine: str, mode: Mode, *, profile: str, seed_value: i
             continue
         result = worker.run(LAW_TASK,
                             {"engine": engine, "clause": law_.clause, "profile": profile,
-                             "seed": seed_value, "xfails": None},
+                             "seed": seed_value, "xfails": None, "corpus": corpus},
                             timeout=clause_timeout, heartbeat=example_timeout)
         records = ([r for r in result.value["records"]] if result.ok
                    else [failure_record(law_.clause, mode, result).model_dump()])
@@ -180,13 +181,13 @@ def hunt(worker: Worker, engine: str, mode: Mode, *, profile: str, seed_value: i
 
 
 def _hunt_mode(mode: Mode, names: Sequence[str], out: dict[str, ModeOutcome], *, profile: str,
-               seed_value: int, exhaustive: bool, progress: Progress | None) -> None:
+               seed_value: int, exhaustive: bool, progress: Progress | None, corpus: str | None) -> None:
     with Worker(optimized=mode == "optimized") as worker:
         for name in [CONTROL_NAME, *names]:
             engine = CONTROL_NAME if name == CONTROL_NAME else f"mutant:{name}"
             mutated = frozenset() if name == CONTROL_NAME else mutated_operations(mutant_class(name))
             outcome = hunt(worker, engine, mode, profile=profile, seed_value=seed_value,
-                           exhaustive=exhaustive or name == CONTROL_NAME, mutated=mutated)
+                           exhaustive=exhaustive or name == CONTROL_NAME, mutated=mutated, corpus=corpus)
             out[name] = outcome
             if progress:
                 what = f"{outcome.status} by {', '.join(outcome.clauses)}" if outcome.clauses else outcome.status
@@ -224,18 +225,24 @@ def combine(name: str, outcomes: Sequence[ModeOutcome]) -> MutantResult:
 
 def run_mutants(names: Sequence[str] | None = None, *, profile: str = "default", seed_value: int = 0,
                 optimize: str = "both", exhaustive: bool = False,
-                progress: Progress | None = None) -> MutantsReport:
+                progress: Progress | None = None, corpus: str | None = "auto") -> MutantsReport:
     """Hunt every mutant in ``names`` (default: the catalogue) in the modes of
-    ``optimize`` (off/on/both), with the control, and combine the outcomes."""
+    ``optimize`` (off/on/both), with the control, and combine the outcomes; every mutant is fed the
+    corpus every engine is (``auto``: the pinned vLLM release's; a path; None: none)."""
     names = list(MUTANTS) if names is None else [n.removeprefix("mutant:") for n in names]
     for name in names:
         mutant_class(name)
+    if corpus == "auto":
+        from kvcontract.conformance.engines.corpora import resolve
+
+        chosen = resolve(CONTROL_NAME, "auto").path
+        corpus = str(chosen) if chosen else None
     start = time.perf_counter()
     modes: list[Mode] = optimize_modes(optimize)
     per_mode: dict[Mode, dict[str, ModeOutcome]] = {m: {} for m in modes}
     threads = [threading.Thread(target=_hunt_mode, args=(m, names, per_mode[m]),
                                 kwargs={"profile": profile, "seed_value": seed_value, "exhaustive": exhaustive,
-                                        "progress": progress}) for m in modes]
+                                        "progress": progress, "corpus": corpus}) for m in modes]
     for t in threads:
         t.start()
     for t in threads:

@@ -77,7 +77,11 @@ class Record(pydantic.BaseModel):
     location: str = ""
     """For a finding: ``file:line`` in the engine where it arises."""
     models: list[str] = []
-    """The real model tables that show this finding (it is reachable)."""
+    """The corpus tables that show this finding (each stands for the tables a planner cannot tell apart)."""
+    input: str = ""
+    """The best input that shows it in this run: ``corpus`` (a corpus table, a spec or group of one),
+    ``variation`` (one field of one corpus layer changed to a value the corpus has), ``synthetic``
+    (the contract's own inputs): :mod:`kvcontract.conformance.contract.inputs`."""
 
 
 class ClauseRun(pydantic.BaseModel):
@@ -102,11 +106,13 @@ class ClauseRun(pydantic.BaseModel):
 
 
 class Defect(pydantic.BaseModel):
-    """One engine location x one outcome class, with its findings as evidence."""
+    """One root in the engine's code, with its findings as evidence
+    (:mod:`kvcontract.conformance.reports.defects`)."""
 
     id: str
-    """``function:class``, e.g. ``MLAAttentionSpec.merge:accepts-disagreement``: stable across
-    releases while the function keeps its name."""
+    """``function:class`` (+ ``:kinds`` for a wrong answer), e.g. ``MLAAttentionSpec.merge:assert``,
+    ``FullAttentionSpec.merge:mishandles:FullAttentionSpec+RSWASpec``: stable across releases while
+    the function keeps its name."""
     location: str
     """``file:line`` of the statement (an assert, a raise) or the function that decides."""
     lines: list[int] = []
@@ -115,10 +121,26 @@ class Defect(pydantic.BaseModel):
     outcome: str
     summary: str
     level: str
+    """The strictest level of its clauses (``MUST``, ``SHOULD``)."""
+    category: str = "must"
+    """``must`` (a MUST rule broken on a producible input: what the headline counts), ``synthetic``
+    (a MUST rule broken only on inputs the engine never builds), ``advice`` (a SHOULD rule)."""
+    input: str = ""
+    """The best input its findings rest on: ``corpus``, ``variation``, ``synthetic``."""
     tier: str
-    """``reachable`` (a real model table shows it) or ``latent``."""
+    """``reachable`` (a corpus table's plan shows harm), ``reached`` (corpus tables reach it, no
+    plan differs) or ``latent``."""
+    option: str = ""
+    """For a reachable defect: what the harm needs beyond the engine's own settings (``python -O``,
+    ``hybrid manager off``, ...); empty: the settings the engine picks."""
+    harm: str = ""
+    """For a reachable defect: what its representative finding says of the engine's plan."""
+    harm_models: list[str] = []
+    """The corpus tables whose plan shows the harm."""
     models: list[str] = []
+    """The corpus tables that reach it (any finding on a corpus input)."""
     latent_reason: str = ""
+    kinds: list[str] = []
     clauses: list[str]
     modes: list[str]
     signatures: list[str]
@@ -126,11 +148,10 @@ class Defect(pydantic.BaseModel):
     status: str
     """The worst status of its findings (``fail``: some finding is new)."""
     repro: str = ""
-    """The snippet of its representative finding (a model table's first, the normal mode's first)."""
+    """The snippet of its representative finding (a harm finding's first, the normal mode's first)."""
     representative: str = ""
     """``clause/mode[signature]`` of that finding."""
     review: str = ""
-
 
 
 class Summary(pydantic.BaseModel):

@@ -1,16 +1,31 @@
-"""Defects, not signatures: a report's findings grouped by the engine code that causes them.
+"""Defects, not signatures: a report's findings grouped by their root in the engine's code.
 
-A *defect* is one engine function x one outcome class. Each finding (a record: clause x
-mode x signature) is traced to its engine location in a worker
-(:mod:`kvcontract.conformance.run.locate`); the outcome class comes from that location
-(``assert-only``: an agreement check written as a bare ``assert``, gone under ``python
--O``; ``raises-X``; ``message-omits``) or, for a wrong answer, from the signature's outcome
-(:data:`OUTCOME_CLASSES`). Signatures stay as the defect's evidence and the regression key.
+Each finding (a record: clause x mode x signature) is traced to its engine location in a worker
+(:mod:`kvcontract.conformance.run.locate`). Its *root* is the defect's key:
 
-A defect is *reachable* when a real model's layer table (the engine's own spec-building
-code, :mod:`kvcontract.conformance.engines.vllm.tables`) shows one of its findings, else
-*latent*, with the reason. Its level is the strictest of its clauses' (a finding that rests
-only on advisory fields is SHOULD).
+- an exception or an assert: the function and the statement kind — ``F:assert`` for an agreement
+  check written as a bare ``assert`` (a ``python -O`` finding located at the assert that fires
+  without ``-O``, and a normal-mode finding raised by that same assert: one defect with both
+  modes), ``F:raises-X``, ``F:message-omits``;
+- a wrong answer: the function, the outcome class (accepting members that disagree and building
+  a wrong merged value are one class, ``mishandles``: one missing comparison seen from both
+  sides), and the spec kinds the findings involve (a harmful kind pair is not lumped with a
+  harmless one): ``F:mishandles:FullAttentionSpec+RSWASpec``. A SHOULD finding's wrong answer
+  is ``advisory-*``, a defect of its own.
+
+Signatures stay as the defect's evidence and the regression key.
+
+**Category** (the headline counts ``must``): a MUST defect needs a finding on a producible input
+(its record's ``input``: ``corpus`` or ``variation``, :mod:`kvcontract.conformance.contract.inputs`);
+one whose findings rest only on synthetic inputs is ``synthetic``; a SHOULD defect (error wording,
+advisory fields no code reads) is ``advice``.
+
+**Tier**: ``reachable`` when a corpus table, planned by the engine with the settings it picks
+or with a named option (``python -O``, the hybrid manager off, another layout), gives a plan the
+PLAN chapter judges wrong — a plan that differs from the reference's or breaks its invariants
+(harm shown, ``option`` says what it needs); ``reached`` when corpus tables reach its code but
+no plan differs (reached, no harm); else ``latent``, with the reason computed
+(:func:`latent_reason`).
 """
 
 from __future__ import annotations
@@ -21,268 +36,237 @@ from typing import Any
 from kvcontract.conformance.reports.check import STATUS_RANK, Defect, Record
 
 OUTCOME_CLASSES: dict[str, str] = {
-    "accepted": "accepts-disagreement",
-    "uniform-true": "accepts-disagreement",
-    "incompatible-group": "accepts-disagreement",
-    "mixed-allocation": "accepts-disagreement",
-    "changed": "wrong-value",
-    "wrong-value": "wrong-value",
-    "capability-not-unioned": "wrong-value",
-    "wrong-group-spec": "wrong-value",
-    "wrong-page": "wrong-value",
-    "unequal-pages": "wrong-value",
-    "page-not-by-block-size": "wrong-value",
-    "invalid-result": "wrong-value",
+    "accepted": "mishandles",
+    "uniform-true": "mishandles",
+    "incompatible-group": "mishandles",
+    "mixed-allocation": "mishandles",
+    "changed": "mishandles",
+    "wrong-value": "mishandles",
+    "capability-not-unioned": "mishandles",
+    "wrong-group-spec": "mishandles",
+    "wrong-page": "mishandles",
+    "unequal-pages": "mishandles",
+    "page-not-by-block-size": "mishandles",
+    "invalid-result": "mishandles",
     "uniform-false": "rejects-agreement",
-    "per-member-mixed-manager": "accepts-disagreement",
-    "per-member-mixed-type": "accepts-disagreement",
-    "hidden-state-not-alone": "wrong-plan",
-    "hybrid-off-not-one-group": "wrong-plan",
-    "hybrid-off-local-kept": "wrong-plan",
-    "tensor-sizes-differ": "wrong-plan",
-    "over-budget": "wrong-plan",
-    "layer-not-backed": "wrong-plan",
-    "budget-unused": "wrong-plan",
-    "layer-not-in-one-tensor": "wrong-plan",
-    "tensor-mixes-groups": "wrong-plan",
-    "tensor-mixes-pages": "wrong-plan",
+    "per-member-mixed-manager": "mishandles",
+    "per-member-mixed-type": "mishandles",
 }
-"""A wrong answer's signature outcome -> its defect class (what the deciding function gets wrong)."""
+"""A wrong answer's signature outcome -> its defect class (what the deciding function gets wrong);
+every other wrong answer (chapter PLAN's outcomes) is ``wrong-plan``."""
+PLAN_OUTCOME = "wrong-plan"
+ASSERT_ROOT = "assert"
 
 _SUMMARIES: dict[str, str] = {
-    "assert-only": "checks agreement with bare asserts that python -O removes",
+    ASSERT_ROOT: "checks agreement with bare asserts that python -O removes",
     "message-omits": "raises an error that names neither the field nor the values",
-    "accepts-disagreement": "accepts members that disagree",
-    "wrong-value": "builds a wrong merged value",
+    "mishandles": "lets members that disagree through, or builds a wrong merged value",
     "rejects-agreement": "rejects members the contract merges",
-    "wrong-plan": "plans groups, blocks or tensors the PLAN chapter forbids",
-    "advisory-accepts-disagreement": "accepts members that disagree in an advisory field (nothing reads it)",
-    "advisory-wrong-value": "builds a wrong value of an advisory field (nothing reads it)",
+    PLAN_OUTCOME: "plans groups, blocks or tensors the PLAN chapter forbids",
+    "advisory-mishandles": "lets an advisory field disagree or builds a wrong advisory value (nothing reads it)",
     "advisory-rejects-agreement": "rejects members that differ only in an advisory field",
 }
-ADVISORY_CLASSES = frozenset({"accepts-disagreement", "wrong-value", "rejects-agreement"})
-"""Wrong-answer classes that a SHOULD finding (one that rests on advisory fields or a SHOULD
-clause) makes a defect of its own: it is not the MUST defect of the same function."""
+ADVISORY_CLASSES = frozenset({"mishandles", "rejects-agreement"})
+"""Wrong-answer classes that a SHOULD finding makes a defect of its own (``advisory-*``)."""
 FINDING_STATUSES = ("fail", "xfail")
 """Records that are findings a defect is made of (an ``xpass`` no longer reproduces)."""
+HARM_CLAUSES = ("PLAN-",)
+"""Clauses whose finding on a corpus table is harm shown: the engine's plan of a real model."""
+TIERS = ("reachable", "reached", "latent")
+CATEGORIES = ("must", "synthetic", "advice")
 
 
 def outcome_class(location: Mapping[str, Any], level: str = "MUST") -> str:
-    """The defect class of a located finding; a SHOULD finding's wrong answer is ``advisory-*``."""
+    """The root class of a located finding."""
     outcome = str(location.get("outcome", ""))
-    cls = OUTCOME_CLASSES.get(outcome, outcome)
+    if outcome == "assert-only" or (outcome == "raises-AssertionError"
+                                    and str(location.get("statement", "")).startswith("assert")):
+        return ASSERT_ROOT
+    if outcome.startswith("raises-") or outcome == "message-omits":
+        return outcome
+    cls = OUTCOME_CLASSES.get(outcome, PLAN_OUTCOME)
     return f"advisory-{cls}" if level != "MUST" and cls in ADVISORY_CLASSES else cls
 
 
-def _fields(signatures: Iterable[str]) -> list[str]:
-    """The fields the signatures name; where none names a field, the kinds they pair."""
-    fields: set[str] = set()
+def _parts(signature: str) -> list[str]:
+    parts = signature.split(":")
+    return parts[2:] if signature.startswith("optimized-only:") else parts
+
+
+def kinds_of(signatures: Iterable[str]) -> list[str]:
+    """The spec kinds the signatures name (``Kind``, ``A>B``, ``A+B``)."""
     kinds: set[str] = set()
     for sig in signatures:
-        parts = sig.split(":")
-        if sig.startswith("optimized-only:"):
-            parts = parts[2:]
+        parts = _parts(sig)
+        if len(parts) >= 2 and parts[1][:1].isupper() and " " not in parts[1]:
+            kinds |= set(parts[1].replace(">", "+").split("+"))
+    return sorted(kinds)
+
+
+def fields_of(signatures: Iterable[str]) -> list[str]:
+    """The fields the signatures name; where none names a field, the kinds they pair."""
+    fields: set[str] = set()
+    for sig in signatures:
+        parts = _parts(sig)
         if len(parts) >= 3:
             fields |= {f for f in parts[2].split(",") if f and f != "kind"}
-        if len(parts) >= 2 and (">" in parts[1] or "+" in parts[1]):
-            kinds |= set(parts[1].replace(">", "+").split("+"))
-    return sorted(fields) or sorted(kinds)
+    return sorted(fields) or kinds_of(s for s in signatures if ">" in s or "+" in s)
 
 
-def _summary(function: str, outcome: str, signatures: Sequence[str], lines: Sequence[int]) -> str:
-    text = _SUMMARIES.get(outcome) or (f"raises {outcome.removeprefix('raises-')}" if outcome.startswith("raises-")
-                                        else outcome)
-    fields = _fields(signatures)
+def defect_key(function: str, cls: str, signature: str) -> str:
+    """The defect a finding belongs to: ``function:class``, and for a wrong answer on a pair of
+    kinds (``A>B``, ``A+B``) the pair too: the same function may be right to put two kinds together
+    and wrong to put two others, and the harm differs."""
+    head = f"{function or 'unlocated'}:{cls}"
+    if cls not in ADVISORY_CLASSES:
+        return head
+    kinds = kinds_of([signature])
+    return f"{head}:{'+'.join(kinds)}" if len(kinds) > 1 else head
+
+
+def option_of(record: Record, settings: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """What a harm finding needs beyond the settings the engine picks for the table: ``python -O``,
+    the hybrid manager off, the block-outermost layout ("" when nothing)."""
+    needs = []
+    if record.mode == "optimized":
+        needs.append("python -O")
+    table = (settings or {}).get(record.models[0], {}) if record.models else {}
+    if record.clause == "PLAN-HYBRID-1" and table.get("hybrid", True):
+        needs.append("hybrid manager off")
+    if "block-outermost" in record.signature and not str(table.get("layout") or "").startswith("B"):
+        needs.append("block-outermost layout")
+    return ", ".join(needs)
+
+
+def _summary(function: str, cls: str, signatures: Sequence[str], lines: Sequence[int]) -> str:
+    text = _SUMMARIES.get(cls) or (f"raises {cls.removeprefix('raises-')}" if cls.startswith("raises-") else cls)
+    fields = fields_of(signatures)
     shown = ", ".join(fields[:6]) + (f" +{len(fields) - 6}" if len(fields) > 6 else "")
-    where = f" (l.{', '.join(str(n) for n in lines[:6])})" if outcome == "assert-only" and len(lines) > 1 else ""
+    where = f" (l.{', '.join(str(n) for n in lines[:6])})" if cls == ASSERT_ROOT and len(lines) > 1 else ""
     return f"{function or '(engine)'} {text}{where}" + (f": {shown}" if shown else "")
 
 
-def _rank(r: Record) -> tuple[int, int, int]:
-    return (0 if r.models else 1, 0 if r.mode == "normal" else 1, 0 if r.level == "MUST" else 1)
+def _rank(r: Record) -> tuple[int, int, int, int]:
+    harm = r.clause.startswith(HARM_CLAUSES) and r.input == "corpus"
+    return (0 if harm else 1, 0 if r.models else 1, 0 if r.mode == "normal" else 1, 0 if r.level == "MUST" else 1)
+
+
+def _best_input(records: Sequence[Record]) -> str:
+    from kvcontract.conformance.contract.inputs import best
+
+    return best(*[r.input or ("corpus" if r.models else "synthetic") for r in records]) if records else "synthetic"
 
 
 def build_defects(records: Sequence[Record], locations: Mapping[int, Mapping[str, Any]], *,
                   tables: Sequence[str] = (), reviews: Mapping[str, str] | None = None,
-                  table_kinds: Mapping[str, Sequence[str]] | None = None) -> list[Defect]:
+                  table_kinds: Mapping[str, Sequence[str]] | None = None,
+                  settings: Mapping[str, Mapping[str, Any]] | None = None,
+                  equivalents: Mapping[str, Sequence[str]] | None = None,
+                  reach: Mapping[str, Mapping[str, Any]] | None = None) -> list[Defect]:
     """Group the findings among ``records`` (``locations``: index in ``records`` -> where the
-    finding comes from) into defects, set each record's ``defect``; reachable defects first.
-    ``tables``: the real model tables the run fed the engine (named in a latent reason)."""
+    finding comes from) into defects, set each record's ``defect``; reachable MUST defects first.
+    ``tables``/``table_kinds``/``settings``: the corpus the run fed (names, kinds, settings per
+    table); ``equivalents``: per representative table, every table it stands for; ``reach``: per
+    defect id, what tracing the corpus's plans found (:func:`latent_reason`)."""
     groups: dict[str, list[tuple[Record, Mapping[str, Any]]]] = {}
     for i, r in enumerate(records):
         loc = locations.get(i)
         if loc is None or r.status not in FINDING_STATUSES:
             continue
         function = str(loc.get("function") or "")
-        defect_id = f"{function or 'unlocated'}:{outcome_class(loc, r.level)}"
+        defect_id = defect_key(function, outcome_class(loc, r.level), r.signature)
         r.defect = defect_id
         r.location = str(loc.get("location") or "")
         groups.setdefault(defect_id, []).append((r, loc))
-    defects = []
-    for defect_id, members in groups.items():
-        recs = [r for r, _ in members]
-        lines = sorted({int(str(loc["location"]).rsplit(":", 1)[1]) for _, loc in members
-                        if str(loc.get("location", "")).rpartition(":")[2].isdigit()})
-        counts: dict[str, int] = {}
-        for _, loc in members:
-            counts[str(loc.get("location", ""))] = counts.get(str(loc.get("location", "")), 0) + 1
-        location = max(counts, key=lambda k: counts[k])
-        function, _, outcome = defect_id.rpartition(":")
-        signatures = sorted({r.signature for r in recs})
-        models = sorted({m for r in recs for m in r.models})
-        best = min(recs, key=_rank)
-        defects.append(Defect(
-            id=defect_id, location=location, lines=lines, function=function if function != "unlocated" else "",
-            outcome=outcome, summary=_summary(function, outcome, signatures, lines),
-            level="MUST" if any(r.level == "MUST" for r in recs) else "SHOULD",
-            tier="reachable" if models else "latent", models=models,
-            latent_reason="" if models else _latent_reason(tables, table_kinds or {}, signatures, function),
-            clauses=sorted({r.clause for r in recs}), modes=sorted({r.mode for r in recs}),
-            signatures=signatures, findings=len(recs),
-            status=max((r.status for r in recs), key=lambda s: STATUS_RANK[s]),
-            repro=best.snippet, representative=f"{best.clause}/{best.mode}[{best.signature}]",
-            review=(reviews or {}).get(defect_id, "")))
-    defects.sort(key=lambda d: (d.tier != "reachable", d.level != "MUST", -d.findings, d.id))
+    defects = [_defect(defect_id, members, tables, reviews or {}, table_kinds or {}, settings or {},
+                       equivalents or {}, (reach or {}).get(defect_id, {}))
+               for defect_id, members in groups.items()]
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    defects.sort(key=lambda d: (order.get(d.category, 3), TIERS.index(d.tier), -d.findings, d.id))
     return defects
 
 
-def _kinds_of(signatures: Iterable[str]) -> set[str]:
-    kinds: set[str] = set()
-    for sig in signatures:
-        parts = sig.split(":")
-        if sig.startswith("optimized-only:"):
-            parts = parts[2:]
-        if len(parts) >= 2 and parts[1][:1].isupper() and " " not in parts[1]:
-            kinds |= set(parts[1].replace(">", "+").split("+"))
-    return kinds
+def _expand(names: Iterable[str], equivalents: Mapping[str, Sequence[str]]) -> list[str]:
+    out: list[str] = []
+    for name in names:
+        for n in equivalents.get(name, [name]):
+            if n not in out:
+                out.append(n)
+    return out
 
 
-def _latent_reason(tables: Sequence[str], table_kinds: Mapping[str, Sequence[str]],
-                   signatures: Sequence[str], function: str = "") -> str:
-    """Why no real model table reaches a defect: the kinds its findings need that no table has,
-    else that the tables with those kinds never make their layers differ as its witnesses do."""
+def _defect(defect_id: str, members: list[tuple[Record, Mapping[str, Any]]], tables: Sequence[str],
+            reviews: Mapping[str, str], table_kinds: Mapping[str, Sequence[str]],
+            settings: Mapping[str, Mapping[str, Any]], equivalents: Mapping[str, Sequence[str]],
+            reach: Mapping[str, Any]) -> Defect:
+    recs = [r for r, _ in members]
+    lines = sorted({int(str(loc["location"]).rsplit(":", 1)[1]) for _, loc in members
+                    if str(loc.get("location", "")).rpartition(":")[2].isdigit()})
+    counts: dict[str, int] = {}
+    for _, loc in members:
+        counts[str(loc.get("location", ""))] = counts.get(str(loc.get("location", "")), 0) + 1
+    location = max(counts, key=lambda k: counts[k])
+    function = defect_id.split(":", 1)[0]
+    cls = defect_id.split(":")[1]
+    signatures = sorted({r.signature for r in recs})
+    level = "MUST" if any(r.level == "MUST" for r in recs) else "SHOULD"
+    must_recs = [r for r in recs if r.level == "MUST"]
+    input_class = _best_input(must_recs or recs)
+    category = "advice" if level != "MUST" else "must" if input_class in ("corpus", "variation") else "synthetic"
+    harm = [r for r in must_recs if r.clause.startswith(HARM_CLAUSES) and r.input == "corpus" and r.models]
+    models = _expand(sorted({m for r in recs if r.input == "corpus" for m in r.models}), equivalents)
+    best = min(harm or recs, key=_rank)
+    said = best.message.rsplit("[witness: ", 1)[-1].rstrip("]") if "[witness: " in best.message else best.message
+    option = min((option_of(r, settings) for r in harm), key=len) if harm else ""
+    tier = "reachable" if harm else "reached" if models or reach.get("reached") else "latent"
+    return Defect(
+        id=defect_id, location=location, lines=lines, function=function if function != "unlocated" else "",
+        outcome=cls, summary=_summary(function, cls, signatures, lines), level=level, category=category,
+        input=input_class, tier=tier, models=models,
+        harm_models=_expand(sorted({m for r in harm for m in r.models}), equivalents), option=option,
+        harm=said[:300] if harm else "",
+        latent_reason="" if tier == "reachable" else latent_reason(
+            tier, input_class, recs, tables, table_kinds, reach, models),
+        kinds=kinds_of(signatures), clauses=sorted({r.clause for r in recs}),
+        modes=sorted({r.mode for r in recs}), signatures=signatures, findings=len(recs),
+        status=max((r.status for r in recs), key=lambda s: STATUS_RANK[s]),
+        repro=best.snippet, representative=f"{best.clause}/{best.mode}[{best.signature}]",
+        review=reviews.get(defect_id, ""))
+
+
+def latent_reason(tier: str, input_class: str, records: Sequence[Record], tables: Sequence[str],
+                  table_kinds: Mapping[str, Sequence[str]], reach: Mapping[str, Any],
+                  models: Sequence[str]) -> str:
+    """Why no corpus table's plan shows the defect, computed: no table holds such an input (and
+    what is missing); tables hold it but planning them never calls the function (where the path
+    stops); or planning reaches it with no harm."""
     if not tables:
-        return "no real model table was checked in this run"
-    needed = _kinds_of(signatures)
-    owner = function.split(".", 1)[0]
-    if owner in needed:  # the kind whose code it is (its findings may pair it with any other)
-        needed = {owner}
+        return "no corpus was fed to this run"
+    if tier == "reached":
+        who = ", ".join(list(models)[:3] or list(reach.get("reached", []))[:3])
+        more = f" and {len(models) - 3} more" if len(models) > 3 else ""
+        return (f"reached, no harm: {who}{more} reach{'es' if len(models) == 1 else ''} its code, and the "
+                f"plan{'s' * (len(models) != 1)} the engine makes of {'it' if len(models) == 1 else 'them'} "
+                "equal the reference's")
     present = {k for kinds in table_kinds.values() for k in kinds}
-    missing = sorted(needed - present) if table_kinds else []
-    if missing:
-        return (f"no real model table of the {len(tables)} built has {', '.join(missing)} layers "
-                f"(its findings need them)")
-    having = sorted(n for n, kinds in table_kinds.items() if needed & set(kinds)) if needed else []
-    fields = _fields(signatures)
-    if having:
-        return (f"the tables with {', '.join(sorted(needed))} layers ({', '.join(having[:4])}"
-                f"{' ...' if len(having) > 4 else ''}) never pair layers that differ "
-                f"{'in ' + ', '.join(fields[:4]) if fields else 'as its witnesses do'}")
-    return f"none of the {len(tables)} real model tables checked shows it; its findings rest on drawn inputs"
+    per_finding = [set(kinds_of([r.signature])) for r in records]
+    held = [k for k in per_finding if k <= present]
+    needed = set().union(*held) if held else set().union(*per_finding)
+    if not held and needed:
+        missing = min((k - present for k in per_finding if k - present), key=len)
+        return (f"no corpus table holds such an input: none of the {len(tables)} tables has "
+                f"{' or '.join(sorted(missing))} layers")
+    holding = reach.get("held_by", [])
+    if holding:
+        stops = reach.get("stops", "")
+        return (f"{', '.join(holding[:3])}{' and more' if len(holding) > 3 else ''} hold such layers, but "
+                f"planning them never calls {reach.get('function', 'its code')}" + (f" ({stops})" if stops else ""))
+    fields = fields_of(r.signature for r in records)
+    layers = f"{' and '.join(sorted(needed))} layers" if needed else "layers"
+    what = f"{layers} that differ in {', '.join(fields[:4])}" if fields else f"the {layers} its witnesses hold"
+    step = "one field away from a corpus layer" if input_class == "variation" else "synthetic"
+    return f"no corpus table holds such an input: none has {what} (its inputs are {step})"
 
 
-SHORT: dict[str, str] = {
-    "advisory-accepts-disagreement": "accepts advisory disagreement",
-    "advisory-wrong-value": "wrong advisory value",
-    "advisory-rejects-agreement": "rejects on an advisory field",
-    "assert-only": "asserts gone under -O",
-    "message-omits": "error names no field",
-    "accepts-disagreement": "accepts disagreeing members",
-    "wrong-value": "wrong merged value",
-    "rejects-agreement": "rejects agreeing members",
-}
-"""The outcome classes as the console's defects table says them."""
-
-
-def short_outcome(outcome: str) -> str:
-    return SHORT.get(outcome) or (f"raises {outcome.removeprefix('raises-')}" if outcome.startswith("raises-")
-                                  else outcome)
-
-
-def defect_line(number: int, d: Defect, status: str | None = None) -> str:
-    """One console line: ``D01 xfail MUST reachable: <model> Function (file:line): what [fields] (n sigs)``
-    (``status``: what to show instead of the defect's own, e.g. ``NEW`` against a baseline)."""
-    tier = f"reachable: {d.models[0]}{f' +{len(d.models) - 1}' if len(d.models) > 1 else ''}" if d.models \
-        else "latent"
-    fields = _fields(d.signatures)
-    shown = ",".join(fields[:2]) + (f" +{len(fields) - 2}" if len(fields) > 2 else "")
-    return (f"  D{number:02d} {status or d.status:<5} {d.level:<6} {tier:<10} {d.function or '?'} "
-            f"({d.location.rsplit('/', 1)[-1]}): {short_outcome(d.outcome)}"
-            f"{f' [{shown}]' if shown else ''} ({len(d.signatures)} sig{'s' * (len(d.signatures) != 1)})")
-
-
-# -- the defects document ----------------------------------------------------------------------
-
-README_BEGIN = "<!-- defects:begin (generated by scripts/defects_doc.py; edit the reviews, not this) -->"
-README_END = "<!-- defects:end -->"
-
-
-def defects_summary(report: Mapping[str, Any]) -> dict[str, Any]:
-    """What the docs say of a check report's defects (committed as data; the docs render it)."""
-    keep = ("id", "location", "lines", "function", "outcome", "summary", "level", "tier", "models",
-            "latent_reason", "clauses", "modes", "findings", "status", "representative", "review")
-    return {"engine": report["engine"], "engine_version": report["engine_version"], "profile": report["profile"],
-            "seed": report["seed"], "domain": report.get("domain", ""), "tables": list(report.get("tables", [])),
-            "findings": sum(d["findings"] for d in report.get("defects", [])),
-            "signatures": sum(len(d["signatures"]) for d in report.get("defects", [])),
-            "defects": [{k: d.get(k) for k in keep} | {"signatures": len(d["signatures"])}
-                        for d in report.get("defects", [])]}
-
-
-def _model_list(models: Sequence[str]) -> str:
-    return ", ".join(models[:4]) + (f" and {len(models) - 4} more" if len(models) > 4 else "")
-
-
-def render_readme_block(summary: Mapping[str, Any]) -> str:
-    """The README's account of what the pinned release breaks: reachable MUST defects first,
-    each with the models that reach it; then the rest, counted."""
-    defects = summary["defects"]
-    reachable = [d for d in defects if d["tier"] == "reachable"]
-    must = [d for d in defects if d["level"] == "MUST"]
-    lines = [README_BEGIN,
-             f"What vLLM {summary['engine_version']} breaks ({summary['profile']} profile, seed {summary['seed']}, "
-             f"{summary['domain'] or 'producible'} domain): **{len(defects)} defects** — {len(reachable)} reachable "
-             f"by one of the {len(summary['tables'])} real model tables built with the release's own code, "
-             f"{len(defects) - len(reachable)} latent; {len(must)} MUST, {len(defects) - len(must)} SHOULD — "
-             f"behind {summary['findings']} findings ({summary['signatures']} signatures). Each defect is one "
-             "engine function × one outcome class, traced from its findings; `docs/vllm-defects.md` has "
-             "every one with its review.", ""]
-    for d in defects:
-        if d["tier"] == "reachable" and d["level"] == "MUST":
-            lines.append(f"- **{d['summary']}** (`{d['location']}`) — reached by {_model_list(d['models'])}.")
-    latent_must = [d for d in defects if d["tier"] == "latent" and d["level"] == "MUST"]
-    if latent_must:
-        lines += ["", f"Latent MUST defects ({len(latent_must)}; no real model table reaches them):"]
-        lines += [f"- {d['summary']} (`{d['location']}`)" for d in latent_must]
-    should = [d for d in defects if d["level"] != "MUST"]
-    if should:
-        classes: dict[str, int] = {}
-        for d in should:
-            classes[short_outcome(d["outcome"])] = classes.get(short_outcome(d["outcome"]), 0) + 1
-        lines += ["", f"SHOULD defects ({len(should)}): "
-                  + ", ".join(f"{n} {c}" for c, n in classes.items()) + "."]
-    lines.append(README_END)
-    return "\n".join(lines)
-
-
-def render_document(summary: Mapping[str, Any]) -> str:
-    """``docs/vllm-defects.md``: every defect of the pinned release, reachable first."""
-    lines = [f"# What vLLM {summary['engine_version']} breaks: defects", "",
-             "Generated by `scripts/defects_doc.py` from a `kvcontract check --engine vllm --no-xfails` report "
-             f"({summary['profile']} profile, seed {summary['seed']}, {summary['domain'] or 'producible'} domain); "
-             "counts are the report's. A defect is one engine function × one outcome class: each finding is "
-             "traced to the engine line that causes it (an exception's innermost engine frame; for a "
-             "`python -O`-only finding, the `assert` that fires without `-O`; for a wrong answer, the function "
-             "that decided it). *Reachable*: a real model table (built with the release's own spec-building "
-             "code) shows it.", "",
-             f"Real model tables checked: {', '.join(summary['tables']) or 'none'}.", ""]
-    for number, d in enumerate(summary["defects"], 1):
-        reach = f"reachable — {_model_list(d['models'])}" if d["tier"] == "reachable" else \
-            f"latent — {d['latent_reason']}"
-        lines += [f"## D{number:02d} {d['summary']}", "",
-                  f"- where: `{d['location']}` (lines {', '.join(str(n) for n in d['lines'])}), {d['level']}, {reach}",
-                  f"- clauses: {', '.join(d['clauses'])}; modes: {', '.join(d['modes'])}; "
-                  f"{d['findings']} findings, {d['signatures']} signatures; repro: the finding "
-                  f"`{d['representative']}`",
-                  f"- review: {d['review'] or '(none)'}", ""]
-    return "\n".join(lines).rstrip() + "\n"
+__all__ = ["ADVISORY_CLASSES", "FINDING_STATUSES", "HARM_CLAUSES", "build_defects", "defect_key", "fields_of", "kinds_of",
+           "latent_reason", "option_of", "outcome_class"]

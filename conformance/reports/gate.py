@@ -30,7 +30,7 @@ from kvcontract.conformance.reports.check import (
     render_header,
 )
 from kvcontract.conformance.reports.check import write_junit as check_junit
-from kvcontract.conformance.reports.defects import defect_line, short_outcome
+from kvcontract.conformance.reports.defects_text import defect_line, headline, short_outcome
 from kvcontract.conformance.reports.diff import DiffResult, subject_lines
 from kvcontract.reports import write_atomic
 
@@ -232,47 +232,47 @@ def _of_defects(gate: Gate, limit: int = 2) -> str:
 
 
 def defect_lines(gate: Gate, *, verbose: bool = False, limit: int = DEFECT_LIMIT) -> list[str]:
-    """The defects table: status, tier (with the models that reach it), level, location,
-    summary, clauses, signatures, repro file; reachable first."""
+    """The defects table: status, category, tier (with the models and option that show the harm),
+    location, summary, signatures; MUST defects first, reachable first."""
     defects = gate.report.defects
     if not defects:
         return []
-    reachable = sum(d.tier == "reachable" for d in defects)
-    must = sum(d.level == "MUST" for d in defects)
     new_ids = {r.defect for r in gate.attention if r.defect}
-    head = (f"defects: {len(defects)} ({reachable} reachable by a real model table, {len(defects) - reachable} "
-            f"latent; {must} MUST, {len(defects) - must} SHOULD; {len(new_ids)} with new findings)")
+    head = f"{headline(defects)}; {len(new_ids)} with new findings"
     baseline = gate.delta is not None
     # On the console: every defect with a finding that needs attention; without a baseline also
-    # every MUST or reachable one; the rest (latent SHOULD defects: advisory fields, error
-    # wording; against a baseline, every unchanged defect) counted unless --verbose.
+    # every MUST one; the rest (synthetic-input and advice defects; against a baseline, every
+    # unchanged defect) counted unless --verbose.
     listed = [(i, d) for i, d in enumerate(defects, 1)
-              if verbose or d.id in new_ids or (not baseline and (d.level == "MUST" or d.tier == "reachable"))]
+              if verbose or d.id in new_ids or (not baseline and d.category == "must")]
     numbers = {i for i, _ in listed}
     folded = [d for i, d in enumerate(defects, 1) if i not in numbers]
     shown = listed if verbose else listed[:limit]
-    lines = ["", head, "  #   status level  tier       function (where): what is wrong [fields] (signatures)"]
+    lines = ["", head, "  #   status class  tier | function (where): what is wrong [fields] (signatures)"]
     for i, d in shown:
         lines.append(defect_line(i, d, ("NEW" if d.id in new_ids else "known") if baseline else None))
-        if verbose and d.tier == "latent" and d.latent_reason:
-            lines.append(f"        latent: {d.latent_reason}")
+        if verbose and d.tier != "reachable" and d.latent_reason:
+            lines.append(f"        {d.latent_reason}")
     if folded and baseline:
         lines.append(f"  + {len(folded)} defects unchanged from the baseline ("
-                     f"{sum(d.level == 'MUST' for d in folded)} MUST, "
+                     f"{sum(d.category == 'must' for d in folded)} MUST, "
                      f"{sum(d.tier == 'reachable' for d in folded)} reachable; --verbose lists them)")
     elif folded:
-        classes: dict[str, int] = {}
-        for d in folded:
-            classes[short_outcome(d.outcome)] = classes.get(short_outcome(d.outcome), 0) + 1
-        lines.append(f"  + {len(folded)} latent SHOULD defects known: "
-                     + ", ".join(f"{n} {c}" for c, n in classes.items()) + " (--verbose lists them)")
+        for category, words in (("synthetic", "on synthetic inputs only"), ("advice", "advice (SHOULD)")):
+            group = [d for d in folded if d.category == category]
+            if not group:
+                continue
+            classes: dict[str, int] = {}
+            for d in group:
+                classes[short_outcome(d.outcome)] = classes.get(short_outcome(d.outcome), 0) + 1
+            lines.append(f"  + {len(group)} known defects {words}: "
+                         + ", ".join(f"{n} {c}" for c, n in classes.items()) + " (--verbose lists them)")
     if gate.defect_repros:
         lines.append(f"repro of each: {gate.repro_dir}/defect-D<#>-*.py (an -O finding's repro runs under python -O)")
     if len(shown) < len(listed):
         lines.append(f"  ... and {len(listed) - len(shown)} more in the JSON report (--verbose prints them all)")
-    if not verbose and any(d.tier == "latent" for _, d in shown):
-        lines.append("latent: why no real model table reaches each is in the JSON (defects[].latent_reason) "
-                     "and with --verbose")
+    if not verbose and any(d.tier != "reachable" for _, d in shown):
+        lines.append("why a defect shows no harm on a real model: the JSON (defects[].latent_reason), --verbose")
     return lines
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
+from kvcontract.conformance.contract.inputs import best, classify, variation_examples
 from kvcontract.conformance.contract.laws import law
 from kvcontract.conformance.contract.model import Example, KitFailure, Law, Violation, domain_of
 from kvcontract.conformance.contract.models import model_examples
@@ -78,7 +79,9 @@ class _Findings:
         """Examples the kit could not take to the engine (its own code failed first)."""
         self.pairs: set[tuple[str, str]] = set()
         self.models: dict[str, set[str]] = {}
-        """Per signature, the real model tables that show it."""
+        """Per signature, the corpus tables that show it."""
+        self.inputs: dict[str, str] = {}
+        """Per signature, the best input class that shows it (:mod:`~kvcontract.conformance.contract.inputs`)."""
 
     def judge(self, engine: Engine, law_: Law, ex: Example, phase: str, emit: Emit | None,
               facts: ExampleFacts | None = None) -> Violation | None:
@@ -97,6 +100,10 @@ class _Findings:
             if ex.model:
                 for sig in violation.signatures:
                     self.models.setdefault(sig, set()).add(ex.model)
+            if any(self.inputs.get(sig, "synthetic") != "corpus" for sig in violation.signatures):
+                found_in = "corpus" if ex.model else "variation" if phase == "variation" else classify(ex)
+                for sig in violation.signatures:
+                    self.inputs[sig] = best(self.inputs.get(sig, ""), found_in)
             also_known = sum(sig in self.known for sig in violation.signatures)
             new = [sig for sig in violation.signatures if sig not in self.found
                    or (sig not in self.known and self.taint[sig] > also_known)]
@@ -336,6 +343,8 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
         _take_shared(law_, domain, _examples_budget(law_, profile), seed_value)
         for _, ex in model_examples(engine, law_):  # real models first: their witness is kept
             findings.judge(engine, law_, ex, "model", emit, example_facts(ex))
+        for ex in variation_examples(law_):  # then one field of one corpus layer changed
+            findings.judge(engine, law_, ex, "variation", emit, example_facts(ex))
         if law_.systematic is not None:
             for ex in systematic_examples(law_, domain):
                 findings.judge(engine, law_, ex, "systematic", emit, example_facts(ex))
@@ -369,14 +378,15 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
             snippet = law_.snippet(engine, violation.example or Example(), violation, optimized)
         records.append(Record(**base, status=v.status, signature=v.entry.signature, examples=1,
                               message=v.message, witness=v.entry.witness, phase="witness", snippet=snippet,
-                              models=sorted(findings.models.get(v.entry.signature, ()))))
+                              models=sorted(findings.models.get(v.entry.signature, ())),
+                              input=findings.inputs.get(v.entry.signature, "")))
     for sig, (ex, violation, phase) in sorted(findings.found.items()):
         if verdicts.finding_status(sig, judged) == "xfail":
             continue  # the expectation's own record (its pinned witness) stands for it
         records.append(Record(**base, status="fail", signature=sig, examples=1, phase=phase,
                               message=violation.message, witness=ex.to_json(),
                               snippet=law_.snippet(engine, ex, violation, optimized),
-                              models=sorted(findings.models.get(sig, ()))))
+                              models=sorted(findings.models.get(sig, ())), input=findings.inputs.get(sig, "")))
     for key, (bad_example, error) in sorted(findings.errors.items()):
         records.append(Record(**base, status="error", signature=f"kit-error:{type(error).__name__}",
                               message=f"the kit could not judge an example: {key}",

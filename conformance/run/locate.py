@@ -369,3 +369,36 @@ def locate_items(engine: Engine, items: Sequence[Mapping[str, Any]], emit: Emit 
             out.append({"outcome": _outcome(str(item["signature"])), "how": f"not located: {type(exc).__name__}: "
                         f"{exc}", "location": "", "function": "", "statement": ""})
     return out
+
+
+def reach_tables(engine: Engine, tables: Sequence[Mapping[str, Any]], functions: Sequence[str],
+                 emit: Emit | None = None) -> dict[str, dict[str, Any]]:
+    """Which of ``functions`` (engine qualnames) the engine calls while it plans each corpus table
+    (``{"name", "table": [[layer, spec JSON], ...], "hybrid", "block_outermost"}``), and which
+    methods of those functions' classes it calls instead: where a latent defect's path stops."""
+    from kvcontract.conformance.contract.codec import spec_from_json
+    from kvcontract.conformance.contract.laws.common import to_engine
+
+    if not isinstance(engine, Planning):
+        return {}
+    roots = engine_roots(engine)
+    wanted = set(functions)
+    owners = {f.rsplit(".", 1)[0] for f in functions if "." in f}
+    out: dict[str, dict[str, Any]] = {}
+    for item in tables:
+        name = str(item["name"])
+        begin(emit, {"clause": "reach", "phase": "plan"}, {"table": name})
+        specs = {str(n): spec_from_json(s) for n, s in item["table"]}
+        tracer = Tracer(roots)
+        try:
+            with tracer:
+                engine.plan_layers({n: to_engine(engine, s) for n, s in specs.items()}, 1 << 34,
+                                   hybrid=bool(item.get("hybrid", True)),
+                                   block_outermost=bool(item.get("block_outermost", False)))
+            failed = ""
+        except Exception as exc:  # noqa: BLE001 - a table the engine cannot plan still says what ran
+            failed = f"{type(exc).__name__}: {exc}"[:160]
+        called = {f.function for f in tracer.calls}
+        out[name] = {"called": sorted(called & wanted), "failed": failed,
+                     "siblings": sorted(f for f in called if "." in f and f.rsplit(".", 1)[0] in owners)}
+    return out

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import kvcontract
+from kvcontract.conformance.contract.corpus import read_corpus
 from kvcontract.conformance.contract.laws import CLAUSE_ORDER, DERIVED, LAWS
 from kvcontract.conformance.contract.strategies import DOMAIN_ENV, DOMAIN_MODES, domain_mode
 from kvcontract.conformance.reports.check import (
@@ -40,9 +41,9 @@ from kvcontract.conformance.reports.check import (
     summarize,
     write_junit,
 )
-from kvcontract.conformance.reports.defects import FINDING_STATUSES, build_defects
 from kvcontract.conformance.reports.expectations import Expectations, load_xfails
 from kvcontract.conformance.run import tasks
+from kvcontract.conformance.run.tracing import ENGINE_LOAD_TIMEOUT_S, EarlyTracing, trace_defects
 from kvcontract.conformance.run.verdicts import derive_optimize_only, failure_record
 from kvcontract.conformance.run.worker import TaskResult, Worker
 from kvcontract.reports import write_atomic
@@ -52,7 +53,6 @@ CLAUSE_TIMEOUT_S = 300.0
 """Seconds one clause may run in a worker before it is stopped."""
 EXAMPLE_TIMEOUT_S = 30.0
 """Seconds one example may run (no progress) before the engine counts as hung."""
-ENGINE_LOAD_TIMEOUT_S = 180.0
 AFTER_HANG_EXAMPLE_TIMEOUT_S = 3.0
 """The per-example limit for the rest of a pass once the engine has hung on an example."""
 
@@ -111,8 +111,11 @@ class Pass:
     def __init__(self, engine_name: str, *, optimized: bool, profile: str, seed_value: int,
                  xfails: str | None, clauses: Sequence[str], progress: Progress | None,
                  clause_timeout: float, example_timeout: float, domain: str = DEFAULT_DOMAIN,
-                 known: Mapping[tuple[str, str], Sequence[str]] | None = None, share: str | None = None) -> None:
+                 known: Mapping[tuple[str, str], Sequence[str]] | None = None, share: str | None = None,
+                 corpus: str | None = None) -> None:
         self.engine_name = engine_name
+        self.corpus = corpus
+        """The corpus file the laws are fed (:mod:`~kvcontract.conformance.engines.corpora`), if any."""
         self.known = known or {}
         self.share = share
         """The check's share directory (:mod:`~kvcontract.conformance.run.share`), if its passes share."""
@@ -158,6 +161,7 @@ class Pass:
                     tasks.LAW_TASK,
                     {"engine": self.engine_name, "clause": clause, "profile": self.profile,
                      "seed": self.seed, "xfails": self.xfails, "domain": self.domain, "share": self.share,
+                     "corpus": self.corpus,
                      "known": list(self.known.get((clause, self.mode), ()))},
                     timeout=self.clause_timeout, heartbeat=self.example_timeout)
                 if result.status == "stopped":
@@ -195,7 +199,8 @@ class Pass:
         if self.share and self.mode == "optimized":
             self.worker.run(tasks.PREPARE_TASK, {"engine": self.engine_name, "clauses": self.clauses,
                                                  "profile": self.profile, "seed": self.seed,
-                                                 "domain": self.domain, "share": self.share},
+                                                 "domain": self.domain, "share": self.share,
+                                                 "corpus": self.corpus},
                             timeout=self.clause_timeout, heartbeat=self.example_timeout)
 
     def replay(self, clause: str, witness: Mapping[str, Any]) -> TaskResult:
@@ -323,11 +328,13 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
               clauses: Sequence[str] | None = None, progress: Progress | None = None,
               clause_timeout: float = CLAUSE_TIMEOUT_S, example_timeout: float = EXAMPLE_TIMEOUT_S,
               domain: str = DEFAULT_DOMAIN,
-              known: Mapping[tuple[str, str], Sequence[str]] | None = None) -> Report:
+              known: Mapping[tuple[str, str], Sequence[str]] | None = None,
+              corpus: str | None = None) -> Report:
     """The main job: every clause against ``engine_name``, each mode in its own
     supervised worker, concurrently, drawing from ``domain`` (``producible``: what the engine's
     own code builds; ``constructor``: every field and value). ``known``: per (clause, mode), the
     signatures a baseline already has, which a new finding's witness avoids where it can.
+    ``corpus``: the corpus file every law is fed first (:mod:`~kvcontract.conformance.engines.corpora`).
     Raises :class:`EngineLoadError` when the engine cannot be loaded at all."""
     domain = domain_mode(domain)
     start = time.perf_counter()
@@ -336,7 +343,8 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
     shared = tempfile.mkdtemp(prefix="kvcontract-share-") if len(modes) > 1 else None
     passes: dict[str, Pass] = {m: Pass(engine_name, optimized=m == "optimized", profile=profile, seed_value=seed_value,
                       xfails=xfails, clauses=selected, progress=progress, clause_timeout=clause_timeout,
-                      example_timeout=example_timeout, domain=domain, known=known, share=shared) for m in modes}
+                      example_timeout=example_timeout, domain=domain, known=known, share=shared,
+                      corpus=corpus) for m in modes}
     info: dict[str, Any] = {}
     expectations = None
     threads: list[threading.Thread] = []
@@ -366,11 +374,11 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
                                         optimized=optimized.replay_all if optimized else None,
                                         expectations=expectations, complete=True)
         report = record_domain(_report(engine_name, info, profile, seed_value, modes, expectations, records, runs,
-                                       passes, start), domain)
+                                       passes, start, corpus), domain)
         reviews = {e.defect: e.reason for e in expectations.entries if e.defect} if expectations else {}
         trace_defects(report, passes["normal"].worker if "normal" in passes else None, engine_name,
                       progress=progress, timeout=clause_timeout, heartbeat=example_timeout, reviews=reviews,
-                      located=early.located)
+                      located=early.located, corpus=corpus)
     except KeyboardInterrupt as exc:
         # SIGINT, or SIGTERM through the command line's handler: stop every worker first
         # (its process group killed), then keep what ran.
@@ -386,7 +394,7 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
             with contextlib.suppress(Exception):  # what could not be read was not judged either
                 expectations = load_xfails(judged_by)
         report = record_domain(_report(engine_name, info, profile, seed_value, modes, expectations, records, runs,
-                                       passes, start), domain)
+                                       passes, start, corpus), domain)
         report.complete = False
         report.not_run = [n for p in passes.values() for n in p.not_run()]
         raise CheckInterrupted(interrupt_signal(exc), report, len(runs), len(selected) * len(modes)) from None
@@ -400,109 +408,13 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
     return report
 
 
-def finding_key(record: Record) -> str:
-    """A finding as its tracing knows it: clause, mode, signature and witness."""
-    return json.dumps([record.clause, record.mode, record.signature, record.witness], sort_keys=True, default=str)
-
-
-def locate_item(record: Record) -> dict[str, Any]:
-    """A finding as the locate task takes it."""
-    return {"clause": record.clause, "mode": record.mode, "signature": record.signature, "witness": record.witness}
-
-
-class EarlyTracing:
-    """The normal pass, then, while another pass still runs, the findings so far traced to engine
-    code in its worker (:data:`~kvcontract.conformance.run.tasks.LOCATE_TASK`): the normal pass
-    ends before the ``-O`` one, whose findings tracing needs a normal interpreter for, and that
-    worker idled until both ended (tracing took 1.6 s of a 19 s quick check, on one core).
-    :func:`trace_defects` traces what is left. A tracing task that fails here is left to it."""
-
-    POLL_S = 0.05
-
-    def __init__(self, passes: Mapping[str, Pass], engine_name: str, *, timeout: float, heartbeat: float) -> None:
-        self.passes, self.engine_name = passes, engine_name
-        self.timeout, self.heartbeat = timeout, heartbeat
-        self.located: dict[str, dict[str, Any]] = {}
-        self._tried: set[str] = set()
-
-    def run(self) -> None:
-        normal = self.passes["normal"]
-        normal.run()
-        others = [p for m, p in self.passes.items() if m != "normal"]
-        while not normal.worker.stopped and normal.problem is None:
-            running = [p for p in others if not p.finished.is_set()]
-            batch = self._untraced()
-            if batch:
-                self._trace(normal.worker, batch)
-            elif not running:
-                return
-            else:
-                running[0].finished.wait(self.POLL_S)
-
-    def _untraced(self) -> dict[str, Record]:
-        batch: dict[str, Record] = {}
-        for p in self.passes.values():
-            for r in list(p.records):
-                if r.status in FINDING_STATUSES and r.witness is not None:
-                    key = finding_key(r)
-                    if key not in self._tried:
-                        batch[key] = r
-        return batch
-
-    def _trace(self, worker: Worker, batch: Mapping[str, Record]) -> None:
-        self._tried |= set(batch)
-        try:
-            result = worker.run(tasks.LOCATE_TASK, {"engine": self.engine_name,
-                                                    "items": [locate_item(r) for r in batch.values()]},
-                                timeout=self.timeout, heartbeat=self.heartbeat)
-        except Exception:  # noqa: BLE001 - left to trace_defects, which reports what fails
-            return
-        if result.ok:
-            self.located.update(zip(batch, result.value, strict=True))
-
-
-def trace_defects(report: Report, worker: Worker | None, engine_name: str, *, progress: Progress | None,
-                  timeout: float, heartbeat: float, reviews: Mapping[str, str] | None = None,
-                  located: Mapping[str, dict[str, Any]] | None = None) -> None:
-    """Trace each finding of ``report`` to the engine code that causes it, in a normal-interpreter
-    worker (``worker``, or a fresh one), and group them into ``report.defects``. ``located``: the
-    findings traced already (:class:`EarlyTracing`), by :func:`finding_key`. A tracing failure is
-    a warning, never a lost report."""
-    wanted = [i for i, r in enumerate(report.records) if r.status in FINDING_STATUSES and r.witness is not None]
-    if not wanted:
-        return
-    start = time.perf_counter()
-    early = {i: located[k] for i in wanted if located and (k := finding_key(report.records[i])) in located}
-    rest = [i for i in wanted if i not in early]
-    results: list[dict[str, Any]] = []
-    if rest:
-        own = worker is None
-        worker = worker or Worker(optimized=False)
-        try:
-            result = worker.run(tasks.LOCATE_TASK, {"engine": engine_name,
-                                                    "items": [locate_item(report.records[i]) for i in rest]},
-                                timeout=timeout + ENGINE_LOAD_TIMEOUT_S, heartbeat=heartbeat + ENGINE_LOAD_TIMEOUT_S)
-        finally:
-            if own:
-                worker.close()
-        if not result.ok:
-            report.warnings.append(f"findings were not traced to engine code: {result.error or result.status}")
-            return
-        results = result.value
-    by_index = {**early, **dict(zip(rest, results, strict=True))}
-    report.defects = build_defects(report.records, {i: by_index[i] for i in wanted}, tables=report.tables, reviews=reviews,
-                                   table_kinds=report.table_kinds)
-    if progress is not None:
-        progress(f"[defects] {len(wanted)} findings traced to {len(report.defects)} defects "
-                 f"({time.perf_counter() - start:.1f}s)")
-
-
 def _report(engine_name: str, info: Mapping[str, Any], profile: str, seed_value: int, modes: list[Mode],
             expectations: Expectations | None, records: list[Record], runs: list[ClauseRun],
-            passes: Mapping[str, Pass], start: float) -> Report:
+            passes: Mapping[str, Pass], start: float, corpus: str | None = None) -> Report:
     order = {m: i for i, m in enumerate(("normal", "optimized"))}
     records.sort(key=lambda r: (CLAUSE_ORDER.get(r.clause, len(CLAUSE_ORDER)), order[r.mode],
                                 STATUS_RANK[r.status] * -1, r.signature))
+    fed = read_corpus(corpus) if corpus else None
     coverage: dict[str, list[str]] = {}
     for run in runs:
         for pair in run.exercised:
@@ -515,5 +427,6 @@ def _report(engine_name: str, info: Mapping[str, Any], profile: str, seed_value:
                   engine_source=info.get("source"), records=records, clauses=runs, coverage=coverage,
                   coverage_summary=str(info.get("coverage_summary", "")),
                   engine_log={m: p.log for m, p in passes.items() if p.log},
-                  tables=list(info.get("tables") or []), table_kinds=dict(info.get("table_kinds") or {}),
+                  tables=[t.name for t in fed.tables] if fed else [],
+                  table_kinds={t.name: sorted(t.kinds()) for t in fed.tables} if fed else {},
                   summary=summarize(records, time.perf_counter() - start))

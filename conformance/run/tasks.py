@@ -13,6 +13,7 @@ import gc
 from collections.abc import Mapping
 from typing import Any
 
+from kvcontract.conformance.contract.corpus import use_corpus
 from kvcontract.conformance.contract.laws import law
 from kvcontract.conformance.contract.strategies import use_domain
 from kvcontract.conformance.engines.protocol import Engine, SourceInfo
@@ -32,6 +33,7 @@ LAW_TASK = "kvcontract.conformance.run.tasks:law_task"
 REPLAY_TASK = "kvcontract.conformance.run.tasks:replay_task"
 REPLAY_ALL_TASK = "kvcontract.conformance.run.tasks:replay_all_task"
 LOCATE_TASK = "kvcontract.conformance.run.tasks:locate_task"
+REACH_TASK = "kvcontract.conformance.run.tasks:reach_task"
 PREPARE_TASK = "kvcontract.conformance.run.tasks:prepare_task"
 
 _ENGINES: dict[str, Engine] = {}
@@ -82,15 +84,13 @@ def engine_info_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
 
 
 def _engine_info(loaded: Engine) -> dict[str, Any]:
-    from kvcontract.conformance.contract.models import model_kinds, model_names
     from kvcontract.conformance.contract.surface import coverage_summary
     from kvcontract.conformance.reports.expectations import bundled_xfails
 
     found = bundled_xfails(loaded)
     source = loaded.source_info() if isinstance(loaded, SourceInfo) else None
     return {"name": loaded.name, "version": loaded.version, "expectations": str(found) if found else None,
-            "coverage_summary": coverage_summary(loaded), "source": source, "tables": model_names(loaded),
-            "table_kinds": model_kinds(loaded)}
+            "coverage_summary": coverage_summary(loaded), "source": source}
 
 
 def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
@@ -98,6 +98,7 @@ def law_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     domain ``args["domain"]`` names (default: the worker's, ``strategies.domain_mode``)."""
     use_domain(args.get("domain"))
     share.use_share(args.get("share"))
+    use_corpus(args.get("corpus"))
     loaded = engine(str(args["engine"]))
     path = args.get("xfails")
     expectations = load_xfails(str(path)) if path else None
@@ -112,6 +113,7 @@ def prepare_task(args: Mapping[str, Any], emit: Emit) -> list[str]:
     directory): see :mod:`kvcontract.conformance.run.share`."""
     use_domain(args.get("domain"))
     share.use_share(args.get("share"))
+    use_corpus(args.get("corpus"))
     written = prepare_shared(engine(str(args["engine"])), [law(str(c)) for c in args["clauses"]],
                              str(args["profile"]), int(args["seed"]), emit)
     _settle()
@@ -135,3 +137,11 @@ def locate_task(args: Mapping[str, Any], emit: Emit) -> list[dict[str, Any]]:
     from kvcontract.conformance.run.locate import locate_items
 
     return locate_items(engine(str(args["engine"])), args["items"], emit)
+
+
+def reach_task(args: Mapping[str, Any], emit: Emit) -> dict[str, dict[str, Any]]:
+    """Which engine functions planning each given corpus table calls
+    (:func:`~kvcontract.conformance.run.locate.reach_tables`)."""
+    from kvcontract.conformance.run.locate import reach_tables
+
+    return reach_tables(engine(str(args["engine"])), args["tables"], args["functions"], emit)

@@ -236,7 +236,8 @@ def derive_optimize_only(records: Sequence[Record], *, normal: Replayer | None, 
                 message = f"{judged[sig].entry.reason} [{message}]"
             found.append(Record(**base, mode="optimized", status=status, signature=sig, examples=1,
                                 phase=r.phase if not complete else "witness", seconds=r.seconds,
-                                message=message, snippet=r.snippet, witness=r.witness, models=r.models))
+                                message=message, snippet=r.snippet, witness=r.witness, models=r.models,
+                                input=r.input))
         for sig, v in judged.items():
             if v.status == "xpass" or (complete and sig not in reported):
                 found.append(Record(**base, mode="optimized", status=v.status, signature=sig, examples=1,

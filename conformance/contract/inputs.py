@@ -1,0 +1,179 @@
+"""Where an input comes from: the corpus, one field of one corpus layer changed, or the contract.
+
+A finding is a defect of the engine as it is used only on an input the engine's own code builds
+(the corpus: :mod:`kvcontract.conformance.contract.corpus`) or one step from it: one field of
+one corpus layer changed to a value another corpus table gives a layer of that kind. Anything
+wider is *synthetic*: a finding on it is reported, labelled so, and never makes a MUST defect
+on its own.
+
+- ``corpus``: a corpus table itself, a spec one of its layers has, or the members of a group
+  the engine forms from one (the laws' model examples, :mod:`.models`);
+- ``variation``: members that are one corpus spec, all but one of them unchanged and that one
+  with one field set to a value some corpus spec of its kind has (a near miss as a real model
+  could present it); or a corpus table with one such layer;
+- ``synthetic``: anything else.
+
+:func:`variation_examples` feeds the laws those variations, after the corpus's own examples and
+before the contract's enumeration, so that a finding a variation shows is witnessed by one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvcontract.conformance.contract.corpus import Corpus, current_corpus, distinct_tables
+from kvcontract.conformance.contract.model import Example, Law
+from kvcontract.reference import InvalidSpec, KVCacheSpec
+
+CORPUS, VARIATION, SYNTHETIC = "corpus", "variation", "synthetic"
+RANK = {CORPUS: 0, VARIATION: 1, SYNTHETIC: 2, "": 3}
+"""Input classes, best first (a finding seen on several inputs keeps its best)."""
+
+NEAR_MISS_SHAPES = frozenset({"near-miss", "incompatible", "uniform-cases"})
+"""Shapes whose examples are a spec and a one-field variation of it (``Example.field``)."""
+PER_KIND_FIELD = 8
+"""Variations per (kind, field): the verdicts of the merge laws depend on the kind, the field and
+whether the values differ, rarely on the other values; a few bases and values catch those that do."""
+
+
+def best(*classes: str) -> str:
+    return min(classes, key=lambda c: RANK.get(c, 3))
+
+
+@dataclass
+class CorpusIndex:
+    """What the corpus holds, for classifying inputs: its specs, each kind's values per field,
+    its tables' spec sequences."""
+
+    specs: set[KVCacheSpec] = field(default_factory=set)
+    values: dict[tuple[type, str], set[Any]] = field(default_factory=dict)
+    tables: set[tuple[KVCacheSpec, ...]] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, corpus: Corpus) -> CorpusIndex:
+        index = cls()
+        for table in corpus.tables:
+            sequence = tuple(spec for _, spec in table.layers)
+            index.tables.add(sequence)
+            for spec in set(sequence):
+                if spec in index.specs:
+                    continue
+                index.specs.add(spec)
+                for f in dataclasses.fields(spec):
+                    index.values.setdefault((type(spec), f.name), set()).add(_hashable(getattr(spec, f.name)))
+        return index
+
+    def varies_one_field(self, base: KVCacheSpec, other: KVCacheSpec) -> str | None:
+        """The field ``other`` changes in corpus spec ``base`` to a value the corpus has for the kind
+        (None when it is not such a variation)."""
+        if type(base) is not type(other) or base not in self.specs:
+            return None
+        changed = [f.name for f in dataclasses.fields(base) if getattr(base, f.name) != getattr(other, f.name)]
+        if len(changed) != 1:
+            return None
+        name = changed[0]
+        return name if _hashable(getattr(other, name)) in self.values.get((type(base), name), set()) else None
+
+    def classify_specs(self, specs: Sequence[KVCacheSpec]) -> str:
+        distinct = list(dict.fromkeys(specs))
+        if all(s in self.specs for s in distinct) and len({type(s) for s in distinct}) == 1:
+            return CORPUS if len(distinct) == 1 else self._one_step(distinct)
+        return self._one_step(distinct)
+
+    def _one_step(self, distinct: list[KVCacheSpec]) -> str:
+        if len(distinct) != 2:
+            return SYNTHETIC
+        a, b = distinct
+        return VARIATION if self.varies_one_field(a, b) or self.varies_one_field(b, a) else SYNTHETIC
+
+    def classify_table(self, table: Sequence[tuple[str, KVCacheSpec]]) -> str:
+        sequence = tuple(spec for _, spec in table)
+        if sequence in self.tables:
+            return CORPUS
+        for corpus_table in self.tables:
+            if len(corpus_table) != len(sequence):
+                continue
+            diff = [i for i, (a, b) in enumerate(zip(corpus_table, sequence, strict=True)) if a != b]
+            if len(diff) == 1 and self.varies_one_field(corpus_table[diff[0]], sequence[diff[0]]):
+                return VARIATION
+        return SYNTHETIC
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+_INDEX: dict[int, tuple[Corpus, CorpusIndex]] = {}
+
+
+def corpus_index() -> CorpusIndex | None:
+    """The current corpus's index (built once per corpus)."""
+    corpus = current_corpus()
+    if corpus is None:
+        return None
+    held = _INDEX.get(id(corpus))
+    if held is None or held[0] is not corpus:
+        _INDEX.clear()
+        held = _INDEX[id(corpus)] = (corpus, CorpusIndex.of(corpus))
+    return held[1]
+
+
+def classify(example: Example) -> str:
+    """The input class of ``example`` against the current corpus (synthetic without one)."""
+    if example.model:
+        return CORPUS
+    index = corpus_index()
+    if index is None:
+        return SYNTHETIC
+    if example.table:
+        return index.classify_table(example.table)
+    if example.specs:
+        return index.classify_specs(example.specs)
+    return SYNTHETIC
+
+
+def _variations(spec: KVCacheSpec, index: CorpusIndex) -> Iterator[tuple[str, KVCacheSpec]]:
+    """``(field, spec with that field set to another value its kind has in the corpus)``."""
+    for f in dataclasses.fields(spec):
+        current = _hashable(getattr(spec, f.name))
+        for value in sorted(index.values.get((type(spec), f.name), set()) - {current}, key=repr):
+            try:
+                yield f.name, dataclasses.replace(spec, **{f.name: value})
+            except (InvalidSpec, TypeError, ValueError):
+                continue
+
+
+_BY_SHAPE: dict[tuple[int, str], tuple[Corpus, tuple[Example, ...]]] = {}
+
+
+def variation_examples(law_: Law) -> tuple[Example, ...]:
+    """The current corpus's one-field variations in ``law_``'s shape (near-miss shapes: a corpus
+    spec and its variation; none for other shapes yet), worked out once per corpus and shape."""
+    corpus = current_corpus()
+    if corpus is None or law_.shape.name not in NEAR_MISS_SHAPES:
+        return ()
+    key = (id(corpus), law_.shape.name)
+    held = _BY_SHAPE.get(key)
+    if held is None or held[0] is not corpus:
+        held = _BY_SHAPE[key] = (corpus, tuple(_near_miss_variations(corpus)))
+    return held[1]
+
+
+def _near_miss_variations(corpus: Corpus) -> Iterator[Example]:
+    index = corpus_index()
+    if index is None:
+        return
+    bases: dict[tuple[type, str], int] = {}
+    seen: set[tuple[KVCacheSpec, KVCacheSpec]] = set()
+    for table, _ in distinct_tables(corpus):
+        for spec in dict.fromkeys(s for _, s in table.layers):
+            for name, other in _variations(spec, index):
+                key = (type(spec), name)
+                if bases.get(key, 0) >= PER_KIND_FIELD or (spec, other) in seen:
+                    continue
+                bases[key] = bases.get(key, 0) + 1
+                seen.add((spec, other))
+                yield Example(specs=(spec, other), field=name)

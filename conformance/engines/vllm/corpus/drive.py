@@ -1,0 +1,206 @@
+"""One architecture's layer table, built by the release's own model code (in this process).
+
+As vLLM's own model-initialisation test builds a model, less the weights: a config class's
+values (:mod:`.configs`) saved as a checkpoint folder's ``config.json``; the release's
+``ModelConfig`` and ``VllmConfig`` over it (which decide the runner, the model dtype and the
+hybrid KV-cache manager); world size 1 over gloo; the release's ``initialize_model`` on the
+meta device; the platform's block-size pick for the model's backends
+(``update_block_size_for_backend``, as the executor calls it after loading); the model
+runner's spec loop (``attn_utils.get_kv_cache_spec``); the layout the engine core resolves
+from the backends' supported layouts. Each table records those settings.
+
+:func:`build` needs :func:`.standin.install` to have run (the driver's worker does it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kvcontract.conformance.engines.vllm.corpus import configs, standin
+
+
+class NotBuildable(Exception):
+    """The architecture cannot be built here; the message says precisely why (and where)."""
+
+
+def model_module(arch: str) -> tuple[str, str, Path | None]:
+    """``(module, class, file)`` of the architecture's vLLM model class, without importing it."""
+    registry = importlib.import_module("vllm.model_executor.models.registry")
+    entry = registry._VLLM_MODELS.get(arch)
+    if entry is None:
+        raise NotBuildable("not in the release's vLLM model table (served only through the "
+                           "Transformers backend)")
+    module, cls = entry
+    if not module.startswith("vllm."):
+        module = f"vllm.model_executor.models.{module}"
+    root = Path(importlib.import_module("vllm").__file__ or "").parent.parent
+    base = root / module.replace(".", "/")
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return module, cls, path
+    return module, cls, None
+
+
+def _innermost(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame in the engine's or transformers' package."""
+    import traceback
+
+    roots = [str(Path(importlib.import_module(name).__file__ or "").parent.parent) + os.sep
+             for name in ("vllm", "transformers")]
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        for root in roots:
+            if frame.filename.startswith(root):
+                return f"{frame.filename[len(root):]}:{frame.lineno}"
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+
+
+def reason(exc: BaseException) -> str:
+    """One line: the exception, its message's first line, and the engine line it came from."""
+    text = str(exc).strip()
+    if type(exc).__name__ == "ValidationError":  # pydantic: the error lines, not the title
+        text = " ".join(line.strip() for line in text.splitlines()[1:3]) or text
+    message = text.splitlines()[0] if text else ""
+    if isinstance(exc, NotBuildable):
+        return message
+    return f"{type(exc).__name__}: {message[:240]} (at {_innermost(exc)})"
+
+
+_DISTRIBUTED: dict[str, bool] = {}
+
+
+def _distributed(vllm_config: Any) -> None:
+    """World size 1 over gloo, and model parallel of size 1, once per process."""
+    if _DISTRIBUTED:
+        return
+    from vllm.distributed import parallel_state
+
+    store = tempfile.mkdtemp(prefix="kvcontract-dist-")
+    parallel_state.init_distributed_environment(
+        world_size=1, rank=0, local_rank=0,
+        distributed_init_method=f"file://{store}/store", backend="gloo")
+    parallel_state.initialize_model_parallel(1, 1)
+    _DISTRIBUTED["done"] = True
+
+
+@contextlib.contextmanager
+def _checkpoint(config: Any) -> Iterator[str]:
+    """A checkpoint folder holding only ``config.json`` (what ``ModelConfig`` reads)."""
+    with tempfile.TemporaryDirectory(prefix="kvcontract-model-") as folder:
+        config.save_pretrained(folder)
+        yield folder
+
+
+def _configs(folder: str, choice: configs.ConfigChoice, cache_dtype: str) -> Any:
+    from vllm.config import CacheConfig, DeviceConfig, LoadConfig, ModelConfig, VllmConfig
+
+    model_kwargs: dict[str, Any] = {"skip_tokenizer_init": True}
+    for key in ("runner", "convert", "max_model_len", "dtype"):
+        if key in choice.build:
+            model_kwargs[key] = choice.build[key]
+    model_config = ModelConfig(model=folder, **model_kwargs)
+    return VllmConfig(model_config=model_config, cache_config=CacheConfig(cache_dtype=cache_dtype),
+                      load_config=LoadConfig(load_format="dummy"),
+                      device_config=DeviceConfig(device="cuda"))
+
+
+def _layout(vllm_config: Any, specs: dict[str, Any]) -> str:
+    """The layout the engine core resolves from the backends' supported layouts."""
+    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+    from vllm.v1.attention.backends.utils import (
+        get_supported_kv_cache_layouts,
+        resolve_kv_cache_layout,
+    )
+
+    supported = [layout.name for layout in
+                 get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))]
+    return str(resolve_kv_cache_layout(vllm_config, [supported], list(specs.values())).name)
+
+
+def _backends(vllm_config: Any, specs: dict[str, Any]) -> dict[str, str]:
+    """Spec kind -> the attention backends its layers run with (``A/B`` where several)."""
+    from vllm.config.vllm import get_layers_from_vllm_config
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+
+    layers = get_layers_from_vllm_config(vllm_config, AttentionLayerBase)  # type: ignore[type-abstract]
+    out: dict[str, set[str]] = {}
+    for name, spec in specs.items():
+        layer = layers.get(name)
+        try:
+            backend = layer.get_attn_backend().get_name() if layer is not None else "?"
+        except Exception as exc:  # noqa: BLE001 - recorded, not raised
+            backend = f"? ({type(exc).__name__})"
+        out.setdefault(type(spec).__name__, set()).add(str(backend))
+    return {kind: "/".join(sorted(names)) for kind, names in sorted(out.items())}
+
+
+def build(arch: str, *, cache_dtype: str = "auto") -> dict[str, Any]:
+    """The architecture's table: settings, engine specs (by layer) and how it was built.
+    Raises :class:`NotBuildable` (or what the engine raised) when it cannot be built."""
+    standin.install()
+    started = time.monotonic()
+    module, cls, path = model_module(arch)
+    choice = configs.choose(arch, path.read_text(encoding="utf-8") if path else "")
+    try:
+        hf_config = choice.make()
+    except Exception as exc:  # noqa: BLE001 - the config class cannot be made at its defaults
+        raise NotBuildable(f"{choice.class_path}() with its published values fails: {reason(exc)}") from None
+    hf_config.architectures = [arch]
+    try:  # as the registry's inspection would, but with the reason (it only logs it)
+        importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - the model module cannot be imported here
+        raise NotBuildable(f"its model module {module} cannot be imported here: {reason(exc)}") from None
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader import get_model_loader
+    from vllm.platforms import current_platform
+    from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.v1.worker.gpu import attn_utils
+
+    with _checkpoint(hf_config) as folder:
+        vllm_config = _configs(folder, choice, cache_dtype)
+        with set_current_vllm_config(vllm_config):
+            _distributed(vllm_config)
+            model_config = vllm_config.model_config
+            # the loader's own steps (BaseModelLoader.load_model), less the weights
+            loader = get_model_loader(vllm_config.load_config)
+            with set_default_torch_dtype(model_config.dtype), standin.model_init():
+                loader.create_model(vllm_config=vllm_config, model_config=model_config)
+            current_platform.update_block_size_for_backend(vllm_config)
+            specs = dict(attn_utils.get_kv_cache_spec(vllm_config))
+            layout = _layout(vllm_config, specs) if specs else None
+            backends = _backends(vllm_config, specs)
+    model_config = vllm_config.model_config
+    return {
+        "architecture": arch,
+        "model_class": f"{module}:{cls}",
+        "config": {"class": choice.class_path, "how": choice.how, "source": choice.source_text(),
+                   "values": _plain(dict(choice.values)), "sources": dict(choice.sources)},
+        "settings": {
+            "runner": str(model_config.runner_type),
+            "model_dtype": str(model_config.dtype).removeprefix("torch."),
+            "cache_dtype": str(vllm_config.cache_config.cache_dtype),
+            "block_size": int(vllm_config.cache_config.block_size),
+            "layout": layout,
+            "hybrid": not bool(vllm_config.scheduler_config.disable_hybrid_kv_cache_manager),
+            "tensor_parallel_size": 1,
+            "backends": backends,
+            "max_model_len": int(model_config.max_model_len),
+        },
+        "engine_specs": specs,
+        "seconds": round(time.monotonic() - started, 2),
+    }
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+__all__ = ["NotBuildable", "build", "model_module", "reason"]

@@ -1,0 +1,226 @@
+"""What stands in for a GPU while a vLLM release builds its models on this CPU-only machine.
+
+The corpus is built by the release's own model code (``initialize_model`` on the meta
+device, the runner's spec loop), which expects a CUDA platform. What stands in, and why,
+each as small as it can be:
+
+- **the platform**: a subclass of the release's ``CudaPlatformBase`` that reports one
+  Hopper GPU (SM 9.0, 80 GiB) whose current device is ``meta``: the backend, block size
+  and layout vLLM picks are those it picks for that GPU (recorded with every table);
+- **compiled extensions**: an importable empty module for each compiled module the
+  package ships (found by its ``.so`` file, not by a list): nothing here runs a kernel;
+- **the device**: while a model is initialised, a tensor asked for on ``cuda`` is made on
+  ``meta`` (the Transformers backend and some layers name the device explicitly);
+- **compiled ops**: after the model classes are imported, ``torch.ops.<namespace>`` of
+  those extensions resolve to placeholders that raise if called (a layer's
+  ``__init__`` looks an op up; only ``forward`` would call it), and the three capability
+  queries vLLM makes at import time answer ``False``;
+- **CUDA streams and events**: placeholders (created in some layers' ``__init__``, used
+  only in ``forward``);
+- **model inspection**: the registry inspects a model class in a subprocess (to keep
+  CUDA uninitialised); here it runs in the building process, which has the stand-ins.
+
+:func:`install` puts them in place once per process, before vLLM's platform is resolved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+DEVICE_NAME = "NVIDIA H100 80GB HBM3 (stand-in)"
+CAPABILITY = (9, 0)
+MEMORY_BYTES = 80 * 2**30
+CAPABILITY_QUERIES = ("cutlass_scaled_mm_supports_block_fp8", "cutlass_scaled_mm_supports_fp4",
+                      "cutlass_scaled_mm_supports_fp8")
+"""``_custom_ops`` functions vLLM calls at import time to ask the compiled ops what the
+GPU supports."""
+
+
+class StandInError(RuntimeError):
+    """The release cannot be given its stand-ins (a layout this module does not know)."""
+
+
+class _CompiledExtensions(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Empty modules for the compiled extensions the package ships (``<name>*.so``)."""
+
+    def __init__(self, package: str, root: Path) -> None:
+        self.package = package
+        self.names = {_module_name(package, root, so) for so in root.rglob("*.so")}
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname in self.names:
+            return importlib.machinery.ModuleSpec(fullname, self)
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return types.ModuleType(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__doc__ = "stand-in for a compiled extension (kvcontract corpus build)"
+
+    @property
+    def namespaces(self) -> list[str]:
+        """The ``torch.ops`` namespaces these extensions would register (their last part)."""
+        return sorted({n.rsplit(".", 1)[-1] for n in self.names} | {"_C", "_C_cache_ops",
+                                                                    "_C_custom_ar"})
+
+
+def _module_name(package: str, root: Path, so: Path) -> str:
+    rel = so.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    parts[-1] = parts[-1].split(".", 1)[0]
+    return ".".join([package, *parts])
+
+
+class UnavailableOp:
+    """A compiled op looked up in a layer's ``__init__``: calling it is an error."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"stand-in: the compiled op {self._name} does not run here")
+
+    def __getattr__(self, attr: str) -> UnavailableOp:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return UnavailableOp(f"{self._name}.{attr}")
+
+
+class _Placeholder:
+    """A CUDA stream or event made in ``__init__`` (used only in ``forward``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return UnavailableOp(f"torch.cuda stand-in .{attr}")
+
+
+_INSTALLED: dict[str, Any] = {}
+
+
+def install(package: str = "vllm") -> dict[str, Any]:
+    """Put the stand-ins in place for ``package`` (once per process); returns what was
+    installed (recorded with the corpus)."""
+    if package in _INSTALLED:
+        done: dict[str, Any] = _INSTALLED[package]
+        return done
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise StandInError(f"{package} is not an importable package here")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    extensions = _CompiledExtensions(package, root)
+    sys.meta_path.insert(0, extensions)
+
+    import torch
+
+    platforms = importlib.import_module(f"{package}.platforms")
+    cuda = importlib.import_module(f"{package}.platforms.cuda")
+    interface = importlib.import_module(f"{package}.platforms.interface")
+    capability = interface.DeviceCapability(*CAPABILITY)
+
+    class StandInCudaPlatform(cuda.CudaPlatformBase):  # type: ignore[name-defined, misc]
+        """One Hopper GPU whose current device is ``meta`` (kvcontract corpus build)."""
+
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> Any:
+            return capability
+
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            return DEVICE_NAME
+
+        @classmethod
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
+            return MEMORY_BYTES
+
+        @classmethod
+        def is_fully_connected(cls, physical_device_ids: list[int]) -> bool:
+            return True
+
+        @classmethod
+        def device_count(cls) -> int:
+            return 1
+
+        @classmethod
+        def current_device(cls) -> Any:
+            return torch.device("meta")
+
+    setattr(platforms, "current_platform", StandInCudaPlatform())  # noqa: B010 - the module's own __setattr__
+    ops = importlib.import_module(f"{package}._custom_ops")
+    for name in CAPABILITY_QUERIES:
+        if hasattr(ops, name):
+            setattr(ops, name, lambda *args, **kwargs: False)
+    registry = importlib.import_module(f"{package}.model_executor.models.registry")
+    if hasattr(registry, "_run_in_subprocess"):
+        setattr(registry, "_run_in_subprocess", lambda fn: fn())  # noqa: B010
+    torch.cuda.Stream = _Placeholder  # type: ignore[misc, assignment]
+    torch.cuda.Event = _Placeholder  # type: ignore[misc, assignment]
+    _INSTALLED[package] = {
+        "platform": f"{StandInCudaPlatform.__name__}({cuda.CudaPlatformBase.__name__}): "
+                    f"{DEVICE_NAME}, SM {CAPABILITY[0]}.{CAPABILITY[1]}, current device meta",
+        "compiled_extensions": sorted(extensions.names),
+        "op_namespaces": extensions.namespaces,
+        "capability_queries": [n for n in CAPABILITY_QUERIES if hasattr(ops, n)],
+        "placeholders": ["torch.cuda.Stream", "torch.cuda.Event"],
+        "inspection": "the model registry inspects model classes in the building process",
+    }
+    installed: dict[str, Any] = _INSTALLED[package]
+    return installed
+
+
+def _cuda_is_meta() -> Any:
+    """A torch function mode in which a tensor asked for on ``cuda`` is made on ``meta``."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def meta(device: Any) -> Any:
+        is_cuda = (isinstance(device, str) and device.startswith("cuda")) or \
+            (isinstance(device, torch.device) and device.type == "cuda") or \
+            (isinstance(device, int) and not isinstance(device, bool))
+        return torch.device("meta") if is_cuda else device
+
+    class CudaIsMeta(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = dict(kwargs or {})
+            if "device" in kwargs:
+                kwargs["device"] = meta(kwargs["device"])
+            name = getattr(func, "__name__", "")
+            if name == "cuda" and args:  # Tensor.cuda(): stays where it is (meta)
+                return args[0]
+            if name == "to" and len(args) > 1 and not isinstance(args[1], torch.Tensor):
+                args = (args[0], meta(args[1]), *args[2:])
+            return func(*args, **kwargs)
+
+    return CudaIsMeta()
+
+
+@contextlib.contextmanager
+def model_init(package: str = "vllm") -> Iterator[None]:
+    """While a model is initialised: the GPU is the meta device (a tensor asked for on ``cuda``
+    is made on ``meta``), and the compiled extensions' ``torch.ops`` namespaces resolve to
+    placeholders (a layer's ``__init__`` looks an op up). Only then: a module imported outside
+    it sees the real (empty) namespaces, as its import-time ``hasattr`` checks expect."""
+    import torch
+
+    namespaces = install(package)["op_namespaces"]
+    for namespace in namespaces:
+        setattr(torch.ops, namespace, UnavailableOp(f"torch.ops.{namespace}"))
+    try:
+        with _cuda_is_meta(), torch.device("meta"):
+            yield
+    finally:
+        for namespace in namespaces:
+            with contextlib.suppress(AttributeError):
+                delattr(torch.ops, namespace)
