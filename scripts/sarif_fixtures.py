@@ -1,13 +1,13 @@
 """Make the report pair the SARIF tests read: two real ``check`` reports of vLLM 0.34.0,
 trimmed to what ``--sarif`` and ``diff`` read.
 
-Usage: python scripts/sarif_fixtures.py  (needs vLLM: scripts/setup.sh installs it; ~1 min)
+Usage: python scripts/sarif_fixtures.py  (needs vLLM: scripts/setup.sh installs it; minutes)
 
 Runs, with the clauses below, ``kvcontract check --engine vllm`` (the base) and
 ``kvcontract check --engine tests.engines.seed_regression:factory --baseline BASE`` (the head:
 0.34.0 with the seed's regression patched back, one new defect), then writes both to
-``tests/data/sarif/`` without what the SARIF log never reads (per-clause coverage, the engine's
-log, each record's snippet and witness: a defect keeps its repro). The clauses give a MUST
+``tests/data/sarif/`` without what the SARIF log does not need (per-clause coverage, the engine's
+log, the corpus tables fed, each record's snippet and witness: a defect keeps its repro). The clauses give a MUST
 defect a real model table reaches, MUST defects on several lines, a SHOULD one, an advisory
 one and two engine files.
 """
@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "sarif"
 CLAUSES = "MERGE-UNION-1,GROUP-UNION-1,MERGE-IDENTITY-1,GROUP-PAGE-1,ERROR-EMPTY-1"
-DROP = ("coverage", "engine_log")
+DROP = ("coverage", "engine_log", "tables", "table_kinds")
 DROP_RECORD = ("snippet", "witness")
 
 

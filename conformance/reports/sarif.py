@@ -74,6 +74,8 @@ SEVERITY = {"error": "error", "warning": "warning", "note": "recommendation"}
 _STRICTNESS = {"MUST": 0, "MUST NOT": 0, "SHOULD": 1, "SHOULD NOT": 1, "MAY": 2}
 REPRO_INLINE_LIMIT = 16000
 """A repro longer than this (characters) is not repeated in the message, only attached."""
+TAG_FIELDS = ("tier", "level", "category", "input", "outcome")
+"""Defect fields whose value is a result's tag (to filter alerts by), where the defect has them."""
 SHOWN_FIELDS = frozenset({"id", "location", "lines", "function", "outcome", "summary", "level", "tier", "models",
                           "latent_reason", "clauses", "modes", "signatures", "findings", "status", "repro",
                           "representative", "review"})
@@ -189,7 +191,9 @@ def _reach(defect: Mapping[str, Any]) -> str:
     if models:
         return f"{tier.capitalize() or 'Reachable'}: the real model table{'s' * (len(models) != 1)} " \
                f"{_names(models)} (built by the engine's own code) show{'s' * (len(models) == 1)} it."
-    reason = str(defect.get("latent_reason") or "")
+    reason = str(defect.get("latent_reason") or "").rstrip(".")
+    if reason and (not tier or reason.lower().startswith(tier.lower())):  # "reached, no harm: ..."
+        return f"{reason[:1].upper()}{reason[1:]}."
     return f"{tier.capitalize() or 'Latent'}{': ' + reason if reason else ''}."
 
 
@@ -238,8 +242,7 @@ def _message(defect: Mapping[str, Any], rule_id: str, state: str | None, related
 
 
 def _properties(defect: Mapping[str, Any], state: str | None, new_findings: int) -> dict[str, Any]:
-    tags = [t for t in ("kvcontract", str(defect.get("tier") or ""), str(defect.get("level") or ""),
-                        str(defect.get("outcome") or "")) if t]
+    tags = ["kvcontract", *(str(defect[k]) for k in TAG_FIELDS if isinstance(defect.get(k), str) and defect[k])]
     props: dict[str, Any] = {"tags": list(dict.fromkeys(tags)),
                              "defect": {k: v for k, v in defect.items() if k != "repro"},
                              "clauses": list(defect.get("clauses") or [])}
