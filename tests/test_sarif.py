@@ -193,8 +193,8 @@ def test_a_real_report_gives_a_valid_log_with_one_result_per_defect_on_its_engin
         assert {k: v for k, v in d.items() if k != "repro"} == result["properties"]["defect"]
         text = result["message"]["text"]
         assert text.startswith(d["summary"].rstrip(".")) and d["repro"].strip() in text
-        reach = text.splitlines()[1]  # the models that reach it, else why none does
-        assert all(m in reach for m in d["models"]) if d["models"] else d["latent_reason"][1:].rstrip(".") in reach
+        reach = text.splitlines()[1]  # the models that reach it (the first six), else why none does
+        assert all(m in reach for m in d["models"][:6]) if d["models"] else d["latent_reason"][1:].rstrip(".") in reach
         attached = log["runs"][0]["artifacts"][result["attachments"][0]["artifactLocation"]["index"]]
         assert attached["contents"]["text"].strip() == d["repro"].strip()
         assert "baselineState" not in result  # no baseline, no state
@@ -433,8 +433,10 @@ needs_vllm = pytest.mark.skipif(_vllm_root() is None, reason="vLLM is not instal
 def test_check_sarif_on_vllm_validates_and_places_each_defect_on_its_engine_line(tmp_path):
     result = _cli("check", "--engine", "vllm", "--profile", "quick", "--quiet", "--json", str(tmp_path / "r.json"),
                   "--sarif", str(tmp_path / "r.sarif"), timeout=900)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    # the verdict is the expectations' business (test_conformance_suite); the log is this one's
+    assert result.returncode in (0, 1), result.stdout[-2000:] + result.stderr[-2000:]
     report = json.loads((tmp_path / "r.json").read_text())
+    assert report["complete"] is True
     log = json.loads((tmp_path / "r.sarif").read_text())
     assert schema_errors(log) == [] and upload_problems(log) == []
     results = _results(log)
@@ -447,7 +449,8 @@ def test_check_sarif_on_vllm_validates_and_places_each_defect_on_its_engine_line
         line = source[physical["region"]["startLine"] - 1]  # the line exists in the engine's file
         if d["outcome"] in ("assert", "assert-only"):  # the statement python -O removes
             assert line.strip().startswith("assert"), (d["id"], line)
-        assert all(m in results[d["id"]]["message"]["text"] for m in d["models"])
+        text, models = results[d["id"]]["message"]["text"], d["models"]
+        assert all(m in text for m in models[:6]) and (len(models) <= 6 or f"and {len(models) - 6} more" in text)
     assert {"error", "warning"} <= {r["level"] for r in results.values()}
 
 
