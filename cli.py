@@ -96,6 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # a verb without a partial report
         print(f"interrupted by {interrupt_name(exc)}", file=sys.stderr)
         return interrupt_exit_code(exc)
+    except BrokenPipeError:  # the reader went away (`kvcontract tables | head`): nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     finally:
         if early:
             from kvcontract.conformance.run.worker import discard_prestarted

@@ -19,7 +19,8 @@ from kvcontract.options import comma_list
 from kvcontract.usage import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ("--json", "--seed", "--quiet", "--engine", "--optimize", "--profile", "--xfails", "--no-xfails", "--sarif")
+SHARED = ("--json", "--seed", "--quiet", "--engine", "--optimize", "--profile", "--xfails", "--no-xfails",
+          "--corpus", "--tables", "--sarif")
 
 
 def test_version_prints_the_kits_version():
@@ -36,7 +37,8 @@ def test_bare_kvcontract_prints_the_usage_and_exits_2(capsys):
 
 def test_every_verb_has_its_module_and_is_registered():
     verbs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert set(verbs) == {"check", "engines", "diff", "coverage", "plan", "symbolic", "mutants", "kernels"}
+    assert set(verbs) == {"check", "engines", "diff", "coverage", "plan", "tables", "symbolic", "mutants",
+                          "kernels"}
     assert all(m.rsplit(".", 1)[-1] in verbs or m.endswith("kernels.cli") for m in VERB_MODULES)
 
 

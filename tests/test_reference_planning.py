@@ -100,10 +100,10 @@ def test_a_budget_below_one_block_plans_no_block_and_a_negative_budget_is_refuse
 # -- kvcontract plan --------------------------------------------------------------------------
 
 
-def test_plan_prints_the_reference_plan_of_a_real_table(capsys):
-    assert main(["plan", "deepseek-v4", "--memory", "80GiB"]) == 0
+def test_plan_prints_the_reference_plan_of_a_corpus_table(capsys):
+    assert main(["plan", "DeepseekV3ForCausalLM", "--memory", "80GiB"]) == 0
     out = capsys.readouterr().out
-    assert "deepseek-v4 (169 layers" in out and "1 group, 1023 blocks" in out and "per-member" in out
+    assert "DeepseekV3ForCausalLM (61 layers" in out and "1 group, 19099 blocks" in out and "merged" in out
     assert "such requests fit at once" in out and len(out.splitlines()) <= 10
 
 
@@ -117,11 +117,12 @@ def test_plan_reads_a_layer_table_file_and_writes_json(tmp_path: Path, capsys):
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (["plan", "deepsek-v4"], "did you mean deepseek-v4"),
-    (["plan", "gemma-3", "--memory", "8XB"], "is not a size"),
+    (["plan", "DeepseekV3ForCausalM"], "did you mean DeepseekV3ForCausalLM"),
+    (["plan", "Gemma3ForCausalLM", "--memory", "8XB"], "is not a size"),
     (["plan", "missing.json"], "no such file"),
     (["plan"], "give a table"),
-    (["plan", "gemma-3", "--engine", "nope"], "nope"),
+    (["plan", "Gemma3ForCausalLM", "--engine", "nope"], "nope"),
+    (["plan", "BertModel"], "no KV-cache layers"),
 ])
 def test_plan_rejects_bad_input_before_planning(argv, says, capsys):
     assert main(argv) == 2
@@ -129,7 +130,7 @@ def test_plan_rejects_bad_input_before_planning(argv, says, capsys):
 
 
 def test_plan_with_the_hybrid_manager_off_refuses_a_mamba_hybrid(capsys):
-    assert main(["plan", "qwen3-next", "--hybrid-off"]) == 1
+    assert main(["plan", "FalconH1ForCausalLM", "--hybrid-off"]) == 1
     assert "cannot plan" in capsys.readouterr().out
 
 

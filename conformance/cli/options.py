@@ -43,21 +43,25 @@ ENGINE_HELP = ("builtin name (see `kvcontract engines`), mutant:<name>, an insta
 
 
 def add_engine(parser: argparse.ArgumentParser, *, mutants: bool = True, required: bool = True,
-               what: str = "") -> None:
-    """``--engine NAME`` (required unless ``required=False``); ``mutants``: whether
-    ``mutant:<name>`` is accepted; ``what``: what the engine is used for, put before the names."""
+               what: str = "", default: str | None = None) -> None:
+    """``--engine NAME`` (required unless ``required=False`` or a ``default`` is given); ``mutants``:
+    whether ``mutant:<name>`` is accepted; ``what``: what the engine is used for, put before the names."""
     text = ENGINE_HELP if mutants else ENGINE_HELP.replace(" mutant:<name>,", "")
-    parser.add_argument("--engine", required=required, help=f"{what}: {text}" if what else text)
+    text = f"{what}: {text}" if what else text
+    parser.add_argument("--engine", required=required and default is None, default=default,
+                        help=f"{text} (default {default})" if default else text)
 
 
-def add_corpus(parser: argparse.ArgumentParser) -> None:
-    """``--corpus auto|none|FILE`` and ``--tables FILE ...``: the real models' tables a run feeds the
-    engine (:mod:`kvcontract.conformance.engines.corpora`)."""
+def add_corpus(parser: argparse.ArgumentParser, *, tables: bool = True) -> None:
+    """``--corpus auto|none|FILE`` and (``tables``) ``--tables FILE ...``: the real models' tables a run
+    feeds the engine (:mod:`kvcontract.conformance.engines.corpora`)."""
     parser.add_argument("--corpus", default="auto", metavar="auto|none|FILE",
                         help="the corpus of real models' layer tables fed to the engine first: auto (default: "
                              "for vllm, the one built by the checked release's own model code, shipped or "
                              "cached, else built now; for any other engine, the pinned vLLM release's), "
-                             "none, or a corpus file (kvcontract tables --export-corpus)")
+                             "none, or a corpus file (kvcontract tables --build --out FILE)")
+    if not tables:
+        return
     parser.add_argument("--tables", nargs="+", default=[], metavar="FILE",
                         help="your own layer-table files (JSON: model, layers, optional settings), added "
                              "to the corpus as members like any other")

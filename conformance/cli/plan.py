@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kvcontract.conformance.cli.options import add_engine, add_json, writable_file
+from kvcontract.conformance.cli.options import add_corpus, add_engine, add_json, writable_file
 from kvcontract.usage import UsageError
 
 ENGINE_TIMEOUT_S = 300
@@ -61,9 +61,7 @@ def register(subparsers: Any) -> None:
                     "the differences.")
     p.add_argument("table", nargs="?", help="a corpus table's name (see --list) or a layer-table JSON file")
     p.add_argument("--list", action="store_true", help="list the corpus's tables and exit")
-    p.add_argument("--corpus", default="auto", metavar="auto|FILE",
-                   help="whose tables the names are: auto (the corpus of --engine's release, else the pinned "
-                        "vLLM's; see kvcontract tables) or a corpus file")
+    add_corpus(p, tables=False)
     p.add_argument("--memory", type=parse_bytes, default=parse_bytes("8GiB"), metavar="SIZE",
                    help="the KV-cache memory budget (default 8GiB; e.g. 512MiB, 80GB, bytes)")
     p.add_argument("--layout", choices=("layer-outermost", "block-outermost"), default=None,

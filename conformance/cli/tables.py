@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kvcontract.conformance.cli.options import add_corpus, add_json, writable_file
+from kvcontract.conformance.cli.options import add_corpus, add_engine, add_json, writable_file
 from kvcontract.conformance.contract.corpus import (
     Corpus,
     CorpusTable,
@@ -36,8 +36,7 @@ def register(subparsers: Any) -> None:
                     "built by its own model code; your own --tables files), show or export one table, "
                     "or build the corpus of the installed engine or a source tree.")
     p.add_argument("table", nargs="?", help="show this table (a name from the list)")
-    p.add_argument("--engine", default="vllm", help="whose corpus (default vllm; any other engine is fed "
-                                                     "the pinned vLLM release's)")
+    add_engine(p, default="vllm", what="whose corpus (an engine that builds none is fed the pinned vLLM's)")
     p.add_argument("--engine-path", metavar="DIR", help="the corpus of a source checkout (built if not cached)")
     add_corpus(p)
     p.add_argument("--all", action="store_true", help="list every table (each cache-dtype variant too)")
