@@ -295,9 +295,11 @@ def test_a_shape_claimed_by_another_worker_is_left_to_it_and_not_waited_for_past
         share.use_share(None)
 
 
-def test_a_check_whose_passes_share_reports_what_an_unshared_pass_does() -> None:
+def test_a_check_whose_passes_share_reports_what_an_unshared_pass_does(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from kvcontract.conformance.run import session as runner
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # this run's share directory, not another run's
     clauses = ["MERGE-UNION-1", "ERROR-KIND-1", "GROUP-PARTITION-1"]
     both = runner.run_check("mutant:drops-capability", profile="default", clauses=clauses)
     alone = runner.run_check("mutant:drops-capability", profile="default", clauses=clauses, optimize="off")
@@ -306,7 +308,7 @@ def test_a_check_whose_passes_share_reports_what_an_unshared_pass_does() -> None
         return [(r.clause, r.status, r.signature, r.witness, r.examples) for r in report.records if r.mode == "normal"]
     assert normal(both) == normal(alone)
     assert any(r.status == "fail" for r in alone.records)  # the mutant is found either way
-    assert not list(Path(tempfile.gettempdir()).glob("kvcontract-share-*"))  # the share directory is gone
+    assert not list(tmp_path.glob("kvcontract-share-*"))  # the share directory is gone
 
 
 def test_a_pinned_witness_the_pass_judged_already_is_answered_by_that_judgment(monkeypatch: pytest.MonkeyPatch) -> None:

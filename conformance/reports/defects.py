@@ -214,7 +214,8 @@ def _defect(defect_id: str, members: list[tuple[Record, Mapping[str, Any]]], tab
     input_class = _best_input(must_recs or recs)
     category = "advice" if level != "MUST" else "must" if input_class in ("corpus", "variation") else "synthetic"
     harm = [r for r in must_recs if r.clause.startswith(HARM_CLAUSES) and r.input == "corpus" and r.models]
-    models = _expand(sorted({m for r in recs if r.input == "corpus" for m in r.models}), equivalents)
+    models = _expand(sorted({m for r in recs if r.input == "corpus" for m in r.models}) or
+                     list(reach.get("reached", [])), equivalents)
     best = min(harm or recs, key=_rank)
     said = best.message.rsplit("[witness: ", 1)[-1].rstrip("]") if "[witness: " in best.message else best.message
     option = min((option_of(r, settings) for r in harm), key=len) if harm else ""
