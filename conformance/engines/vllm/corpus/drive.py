@@ -27,6 +27,15 @@ from typing import Any
 from kvcontract.conformance.engines.vllm.corpus import configs, standin
 
 
+KERNEL_CONFIG = {"enable_jit_warmup": False}
+"""``KernelConfig`` values the build sets: JIT warmup registration imports CuteDSL kernels in
+some layers' ``__init__`` (DeepSeek-V4's compressor); vLLM's own config hash ignores the
+factor (``KernelConfig.compute_hash``), so it changes no layer and no spec."""
+ENVIRONMENT = {"VLLM_KIMI_K3_GEMM_AR": "0"}
+"""Environment the build sets: Kimi-K3's fused GEMM+all-reduce (on by default) imports
+CuteDSL in ``__init__`` and is a multi-GPU kernel (nothing to fuse at one GPU)."""
+
+
 class NotBuildable(Exception):
     """The architecture cannot be built here; the message says precisely why (and where)."""
 
@@ -100,7 +109,14 @@ def _checkpoint(config: Any) -> Iterator[str]:
 
 
 def _configs(folder: str, choice: configs.ConfigChoice, cache_dtype: str) -> Any:
-    from vllm.config import CacheConfig, DeviceConfig, LoadConfig, ModelConfig, VllmConfig
+    from vllm.config import (
+        CacheConfig,
+        DeviceConfig,
+        KernelConfig,
+        LoadConfig,
+        ModelConfig,
+        VllmConfig,
+    )
 
     model_kwargs: dict[str, Any] = {"skip_tokenizer_init": True}
     for key in ("runner", "convert", "max_model_len", "dtype"):
@@ -109,7 +125,8 @@ def _configs(folder: str, choice: configs.ConfigChoice, cache_dtype: str) -> Any
     model_config = ModelConfig(model=folder, **model_kwargs)
     return VllmConfig(model_config=model_config, cache_config=CacheConfig(cache_dtype=cache_dtype),
                       load_config=LoadConfig(load_format="dummy"),
-                      device_config=DeviceConfig(device="cuda"))
+                      device_config=DeviceConfig(device="cuda"),
+                      kernel_config=KernelConfig(**KERNEL_CONFIG))
 
 
 def _layout(vllm_config: Any, specs: dict[str, Any]) -> str:
@@ -146,6 +163,7 @@ def build(arch: str, *, cache_dtype: str = "auto") -> dict[str, Any]:
     """The architecture's table: settings, engine specs (by layer) and how it was built.
     Raises :class:`NotBuildable` (or what the engine raised) when it cannot be built."""
     standin.install()
+    os.environ.update(ENVIRONMENT)
     started = time.monotonic()
     module, cls, path = model_module(arch)
     choice = configs.choose(arch, path.read_text(encoding="utf-8") if path else "")

@@ -19,6 +19,18 @@ each as small as it can be:
   only in ``forward``);
 - **model inspection**: the registry inspects a model class in a subprocess (to keep
   CUDA uninitialised); here it runs in the building process, which has the stand-ins.
+- **declared dependencies with no CPU build here** (:data:`IMPORT_ONLY`): packages vLLM's
+  metadata requires, so a Hopper deployment has them, whose build here would need the CUDA
+  torch (torchvision, torchaudio) or would move the kit's pins (mistral_common needs another
+  numpy; tiktoken comes with it). Model modules import them at the top for their input
+  processors and tokenizers (never for a layer's KV cache); here they import as inert
+  modules whose every name raises when called. transformers' own availability checks are
+  answered first (absent, which is true here), so it takes its fallbacks as on any machine
+  without them.
+- **GPU libraries a layer's ``__init__`` asks about** (:data:`AVAILABILITY`): the answer a
+  Hopper deployment of the release gives, only in the module whose ``__init__`` asks: the
+  sparse attention indexer requires DeepGEMM on CUDA (the wheel vendors it,
+  ``vllm/third_party/deep_gemm``, whose compiled part is a stand-in here).
 
 :func:`install` puts them in place once per process, before vLLM's platform is resolved.
 """
@@ -42,6 +54,21 @@ CAPABILITY_QUERIES = ("cutlass_scaled_mm_supports_block_fp8", "cutlass_scaled_mm
                       "cutlass_scaled_mm_supports_fp8")
 """``_custom_ops`` functions vLLM calls at import time to ask the compiled ops what the
 GPU supports."""
+
+
+IMPORT_ONLY = {"torchvision": "torchvision", "torchaudio": "torchaudio",
+               "mistral_common": "mistral_common", "tiktoken": "tiktoken", "openai": "openai"}
+"""Top-level package -> the distribution the release's metadata requires for it: imported as
+inert stand-ins where not installed (see the module docstring)."""
+TRANSFORMERS_AVAILABILITY = ("is_torchvision_available", "is_torchaudio_available",
+                             "is_mistral_common_available", "is_tiktoken_available")
+"""transformers' cached availability checks, answered before the stand-ins are importable."""
+AVAILABILITY = {
+    "vllm.model_executor.layers.sparse_attn_indexer": {
+        "has_deep_gemm": "DeepGEMM: vendored in the wheel (vllm/third_party/deep_gemm); "
+                         "SparseAttnIndexer.__init__ raises on CUDA without it"},
+}
+"""Module -> availability query it binds -> why it answers True (as on a Hopper deployment)."""
 
 
 class StandInError(RuntimeError):
@@ -107,6 +134,88 @@ class _Placeholder:
         return UnavailableOp(f"torch.cuda stand-in .{attr}")
 
 
+class _InertModule(types.ModuleType):
+    """A stand-in package module: every public name is an :class:`InertName`."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return InertName(f"{self.__name__}.{attr}")
+
+
+class InertName(UnavailableOp):
+    """A name of a stand-in package: usable as a base class (dropped from the bases) and in
+    annotations; calling it raises."""
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[Any, ...]:
+        return ()
+
+    def __getattr__(self, attr: str) -> InertName:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return InertName(f"{self._name}.{attr}")
+
+
+class _ImportOnly(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Inert modules for :data:`IMPORT_ONLY` packages not installed here (any submodule)."""
+
+    def __init__(self, tops: tuple[str, ...]) -> None:
+        self.tops = tuple(t for t in tops if importlib.util.find_spec(t) is None)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname.split(".", 1)[0] in self.tops:
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = _InertModule(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__doc__ = "inert stand-in for a package not installable here (kvcontract corpus build)"
+
+
+def _declared(package: str, wanted: dict[str, str]) -> tuple[str, ...]:
+    """The packages of ``wanted`` whose distribution the release's metadata requires (a
+    stand-in only ever stands in for what a deployment of the release has)."""
+    import importlib.metadata
+    import re
+
+    required = set()
+    for line in importlib.metadata.requires(package) or []:
+        if "extra ==" not in line:
+            name = re.split(r"[\s\[<>=!~;]", line, maxsplit=1)[0]
+            required.add(name.lower().replace("-", "_"))
+    return tuple(top for top, dist in wanted.items() if dist.lower().replace("-", "_") in required)
+
+
+def _answer_transformers_first() -> list[str]:
+    """transformers' cached availability checks, answered while the packages are absent."""
+    utils = importlib.import_module("transformers.utils.import_utils")
+    answered = []
+    for name in TRANSFORMERS_AVAILABILITY:
+        check = getattr(utils, name, None)
+        if check is not None:
+            check()
+            answered.append(name)
+    return answered
+
+
+def _answer_availability() -> dict[str, str]:
+    """Bind :data:`AVAILABILITY`'s answers in the modules that ask."""
+    done = {}
+    for module_name, queries in AVAILABILITY.items():
+        module = importlib.import_module(module_name)
+        for query, why in queries.items():
+            if not hasattr(module, query):
+                raise StandInError(f"{module_name} has no {query} (the stand-in names a layout "
+                                   "this release does not have)")
+            setattr(module, query, lambda *args, **kwargs: True)
+            done[f"{module_name}.{query}"] = why
+    return done
+
+
 _INSTALLED: dict[str, Any] = {}
 
 
@@ -122,6 +231,9 @@ def install(package: str = "vllm") -> dict[str, Any]:
     root = Path(next(iter(spec.submodule_search_locations)))
     extensions = _CompiledExtensions(package, root)
     sys.meta_path.insert(0, extensions)
+    answered = _answer_transformers_first()
+    import_only = _ImportOnly(_declared(package, IMPORT_ONLY))
+    sys.meta_path.append(import_only)
 
     import torch
 
@@ -167,6 +279,7 @@ def install(package: str = "vllm") -> dict[str, Any]:
         setattr(registry, "_run_in_subprocess", lambda fn: fn())  # noqa: B010
     torch.cuda.Stream = _Placeholder  # type: ignore[misc, assignment]
     torch.cuda.Event = _Placeholder  # type: ignore[misc, assignment]
+    availability = _answer_availability()
     _INSTALLED[package] = {
         "platform": f"{StandInCudaPlatform.__name__}({cuda.CudaPlatformBase.__name__}): "
                     f"{DEVICE_NAME}, SM {CAPABILITY[0]}.{CAPABILITY[1]}, current device meta",
@@ -175,6 +288,9 @@ def install(package: str = "vllm") -> dict[str, Any]:
         "capability_queries": [n for n in CAPABILITY_QUERIES if hasattr(ops, n)],
         "placeholders": ["torch.cuda.Stream", "torch.cuda.Event"],
         "inspection": "the model registry inspects model classes in the building process",
+        "import_only": list(import_only.tops),
+        "transformers_answered_absent": answered,
+        "availability": availability,
     }
     installed: dict[str, Any] = _INSTALLED[package]
     return installed
