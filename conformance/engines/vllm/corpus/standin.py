@@ -50,6 +50,9 @@ from typing import Any
 DEVICE_NAME = "NVIDIA H100 80GB HBM3 (stand-in)"
 CAPABILITY = (9, 0)
 MEMORY_BYTES = 80 * 2**30
+COMPUTE_UNITS = 132
+"""An H100 SXM's streaming multiprocessors (some attention backends size work by them in
+``__init__``)."""
 CAPABILITY_QUERIES = ("cutlass_scaled_mm_supports_block_fp8", "cutlass_scaled_mm_supports_fp4",
                       "cutlass_scaled_mm_supports_fp8")
 """``_custom_ops`` functions vLLM calls at import time to ask the compiled ops what the
@@ -269,6 +272,10 @@ def install(package: str = "vllm") -> dict[str, Any]:
         def current_device(cls) -> Any:
             return torch.device("meta")
 
+        @classmethod
+        def num_compute_units(cls, device_id: int = 0) -> int:
+            return COMPUTE_UNITS
+
     setattr(platforms, "current_platform", StandInCudaPlatform())  # noqa: B010 - the module's own __setattr__
     ops = importlib.import_module(f"{package}._custom_ops")
     for name in CAPABILITY_QUERIES:
@@ -280,13 +287,15 @@ def install(package: str = "vllm") -> dict[str, Any]:
     torch.cuda.Stream = _Placeholder  # type: ignore[misc, assignment]
     torch.cuda.Event = _Placeholder  # type: ignore[misc, assignment]
     availability = _answer_availability()
+    torch.accelerator.current_device_index = lambda: 0  # type: ignore[assignment]
     _INSTALLED[package] = {
         "platform": f"{StandInCudaPlatform.__name__}({cuda.CudaPlatformBase.__name__}): "
                     f"{DEVICE_NAME}, SM {CAPABILITY[0]}.{CAPABILITY[1]}, current device meta",
         "compiled_extensions": sorted(extensions.names),
         "op_namespaces": extensions.namespaces,
         "capability_queries": [n for n in CAPABILITY_QUERIES if hasattr(ops, n)],
-        "placeholders": ["torch.cuda.Stream", "torch.cuda.Event"],
+        "placeholders": ["torch.cuda.Stream", "torch.cuda.Event",
+                         "torch.accelerator.current_device_index (0: the one GPU)"],
         "inspection": "the model registry inspects model classes in the building process",
         "import_only": list(import_only.tops),
         "transformers_answered_absent": answered,
