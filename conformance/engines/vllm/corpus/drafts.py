@@ -38,8 +38,10 @@ class Pair:
     or the method has no draft checkpoint)."""
     sources: Mapping[str, str] = field(default_factory=dict)
     """Draft value name -> where it is published."""
-    num_speculative_tokens: int | None = 1
-    """None: the method's own rule (DSpark: the draft's block size)."""
+    speculative: Mapping[str, Any] = field(default_factory=dict)
+    """More ``--speculative-config`` values (with their sources in ``sources``)."""
+    num_speculative_tokens: int = 1
+    """As vLLM's own initialisation test serves every draft (``tests/models/test_initialization.py``)."""
     note: str = ""
 
     @property
@@ -49,8 +51,8 @@ class Pair:
     def speculative_config(self, target_folder: str, stack: contextlib.ExitStack) -> dict[str, Any]:
         """The ``--speculative-config`` values (the draft's folder made in ``stack``)."""
         config: dict[str, Any] = {"method": self.method}
-        if self.num_speculative_tokens is not None:
-            config["num_speculative_tokens"] = self.num_speculative_tokens
+        config["num_speculative_tokens"] = self.num_speculative_tokens
+        config.update(self.speculative)
         if self.draft_config is not None:
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="kvcontract-draft-"))
             Path(folder, "config.json").write_text(json.dumps(dict(self.draft_config)), encoding="utf-8")
@@ -61,6 +63,7 @@ class Pair:
 
     def describe(self) -> dict[str, Any]:
         return {"method": self.method, "draft_config": dict(self.draft_config or {}),
+                "speculative": json.loads(json.dumps(dict(self.speculative))),
                 "sources": dict(self.sources), "num_speculative_tokens": self.num_speculative_tokens,
                 "note": self.note}
 
@@ -82,10 +85,16 @@ PAIRS: tuple[Pair, ...] = (
          {**_LLAMA_DRAFT, "architectures": ["LlamaForCausalLM"], "max_position_embeddings": 8192},
          {k: _EAGLE_LLAMA3 for k in (*_LLAMA_DRAFT, "architectures", "max_position_embeddings")}),
     Pair("LlamaForCausalLM", "extract_hidden_states",
+         speculative={"draft_model_config": {"hf_config": {
+             "eagle_aux_hidden_state_layer_ids": [2, 16, 29]}}},
+         sources={"eagle_aux_hidden_state_layer_ids":
+                  "SupportsEagle3.get_eagle3_default_aux_hidden_state_layers "
+                  "(model_executor/models/interfaces.py) for the target's 32 layers: "
+                  "(2, num_layers // 2, num_layers - 3)"},
          note="no draft checkpoint: ExtractHiddenStatesModel is made from the target's config"),
     Pair("DeepseekV3ForCausalLM", "mtp",
          note="the draft is the target checkpoint's next-n layer (num_nextn_predict_layers)"),
-    Pair("DeepseekV4ForCausalLM", "dspark", num_speculative_tokens=None,
+    Pair("DeepseekV4ForCausalLM", "dspark",
          note="the draft is in the target checkpoint (DSparkDraftModel)"),
 )
 """The pairs the corpus builds (the targets' configurations come from :mod:`.configs`)."""
@@ -96,3 +105,11 @@ NOT_BUILT: Mapping[str, str] = {
         "values are not available offline",
 }
 """Pairs the release supports that the corpus lists with the reason it does not build them."""
+
+
+def pair_named(name: str) -> Pair:
+    """The pair called ``name`` (``<Target>+<method>``)."""
+    for pair in PAIRS:
+        if pair.name == name:
+            return pair
+    raise KeyError(f"no speculative-decoding pair {name!r} (known: {', '.join(p.name for p in PAIRS)})")

@@ -88,25 +88,28 @@ _DISTRIBUTED: dict[str, bool] = {}
 
 
 def _distributed(vllm_config: Any) -> None:
-    """World size 1 over gloo, and model parallel of size 1, once per process."""
-    if _DISTRIBUTED:
-        return
+    """World size 1 over gloo (once per process), and model parallel of size 1 for this
+    model: its groups depend on the model (the expert-parallel group exists only for MoE
+    models), so they are made anew for each build, as each engine process makes them."""
     from vllm.distributed import parallel_state
 
-    store = tempfile.mkdtemp(prefix="kvcontract-dist-")
-    parallel_state.init_distributed_environment(
-        world_size=1, rank=0, local_rank=0,
-        distributed_init_method=f"file://{store}/store", backend="gloo")
+    if not _DISTRIBUTED:
+        store = tempfile.mkdtemp(prefix="kvcontract-dist-")
+        parallel_state.init_distributed_environment(
+            world_size=1, rank=0, local_rank=0,
+            distributed_init_method=f"file://{store}/store", backend="gloo")
+        _DISTRIBUTED["done"] = True
+    if parallel_state.model_parallel_is_initialized():
+        parallel_state.destroy_model_parallel()
     parallel_state.initialize_model_parallel(1, 1)
     try:  # the GPU worker's next step before it makes the model runner (gpu_worker.py)
-        from vllm.v1.worker.workspace import init_workspace_manager
+        from vllm.v1.worker.workspace import init_workspace_manager, is_workspace_manager_initialized
     except ImportError:  # a release without a workspace manager
-        pass
-    else:
+        return
+    if not is_workspace_manager_initialized():
         import torch
 
         init_workspace_manager(torch.device("meta"))
-    _DISTRIBUTED["done"] = True
 
 
 @contextlib.contextmanager
@@ -151,23 +154,12 @@ def _load_speculator(vllm_config: Any, model: Any) -> None:
     """The model runner's speculator (``init_speculator``) loading its draft beside the target
     (``DraftModelSpeculator.load_model``: the draft's layers join the static forward context
     and are marked ``is_draft_layer``)."""
-    import inspect
-
     import torch
     from vllm.v1.worker.gpu.spec_decode import init_speculator
     from vllm.v1.worker.gpu.spec_decode.speculator import DraftModelSpeculator
-    from vllm.v1.worker.gpu.states import RequestState
 
-    device = torch.device("meta")
-    states = None
-    if "req_states" in inspect.signature(init_speculator).parameters:
-        scheduler = vllm_config.scheduler_config
-        states = RequestState(max_num_reqs=scheduler.max_num_seqs,
-                              max_model_len=vllm_config.model_config.max_model_len,
-                              max_num_batched_tokens=scheduler.max_num_batched_tokens,
-                              num_speculative_steps=vllm_config.num_speculative_tokens,
-                              vocab_size=vllm_config.model_config.get_vocab_size(), device=device)
-    speculator = init_speculator(vllm_config, device, states)
+    # the request states go only to speculators without a draft model (suffix decoding)
+    speculator = init_speculator(vllm_config, torch.device("meta"), None)  # type: ignore[arg-type]
     if isinstance(speculator, DraftModelSpeculator):
         speculator.load_model(model)
 

@@ -4,8 +4,8 @@ The corpus is built by the release's own model code (``initialize_model`` on the
 device, the runner's spec loop), which expects a CUDA platform. What stands in, and why,
 each as small as it can be:
 
-- **the platform**: a subclass of the release's ``CudaPlatformBase`` that reports one
-  Hopper GPU (SM 9.0, 80 GiB) whose current device is ``meta``: the backend, block size
+- **the platform**: a subclass of the release's ``CudaPlatformBase`` that reports a node of
+  Hopper GPUs (SM 9.0, 80 GiB, 132 SMs, eight in the node) whose current device is ``meta``: the backend, block size
   and layout vLLM picks are those it picks for that GPU (recorded with every table);
 - **compiled extensions**: an importable empty module for each compiled module the
   package ships (found by its ``.so`` file, not by a list): nothing here runs a kernel;
@@ -50,6 +50,9 @@ from typing import Any
 DEVICE_NAME = "NVIDIA H100 80GB HBM3 (stand-in)"
 CAPABILITY = (9, 0)
 MEMORY_BYTES = 80 * 2**30
+DEVICE_COUNT = 8
+"""GPUs in the node: an 8-GPU HGX H100 (the configuration refuses a tensor-parallel size
+larger than the node's GPUs; the corpus builds up to TP=8, :mod:`.parallel`)."""
 COMPUTE_UNITS = 132
 """An H100 SXM's streaming multiprocessors (some attention backends size work by them in
 ``__init__``)."""
@@ -72,6 +75,16 @@ AVAILABILITY = {
                          "SparseAttnIndexer.__init__ raises on CUDA without it"},
 }
 """Module -> availability query it binds -> why it answers True (as on a Hopper deployment)."""
+
+
+ACCELERATOR_ANSWERS: dict[str, Any] = {
+    "current_device_index": lambda: 0,
+    "empty_cache": lambda: None,
+    "max_memory_allocated": lambda *args, **kwargs: 0,
+}
+"""``torch.accelerator`` queries answered while a model is initialised (the one GPU, index 0;
+nothing allocated on the meta device): a backend's ``__init__`` sizes work by the device's
+units, and the loader frees and reports memory after (dummy) weights."""
 
 
 class StandInError(RuntimeError):
@@ -246,7 +259,7 @@ def install(package: str = "vllm") -> dict[str, Any]:
     capability = interface.DeviceCapability(*CAPABILITY)
 
     class StandInCudaPlatform(cuda.CudaPlatformBase):  # type: ignore[name-defined, misc]
-        """One Hopper GPU whose current device is ``meta`` (kvcontract corpus build)."""
+        """Hopper GPUs whose current device is ``meta`` (kvcontract corpus build)."""
 
         @classmethod
         def get_device_capability(cls, device_id: int = 0) -> Any:
@@ -266,7 +279,7 @@ def install(package: str = "vllm") -> dict[str, Any]:
 
         @classmethod
         def device_count(cls) -> int:
-            return 1
+            return DEVICE_COUNT
 
         @classmethod
         def current_device(cls) -> Any:
@@ -275,6 +288,10 @@ def install(package: str = "vllm") -> dict[str, Any]:
         @classmethod
         def num_compute_units(cls, device_id: int = 0) -> int:
             return COMPUTE_UNITS
+
+        @classmethod
+        def is_integrated_gpu(cls, device_id: int = 0) -> bool:
+            return False
 
     setattr(platforms, "current_platform", StandInCudaPlatform())  # noqa: B010 - the module's own __setattr__
     ops = importlib.import_module(f"{package}._custom_ops")
@@ -287,15 +304,15 @@ def install(package: str = "vllm") -> dict[str, Any]:
     torch.cuda.Stream = _Placeholder  # type: ignore[misc, assignment]
     torch.cuda.Event = _Placeholder  # type: ignore[misc, assignment]
     availability = _answer_availability()
-    torch.accelerator.current_device_index = lambda: 0  # type: ignore[assignment]
     _INSTALLED[package] = {
         "platform": f"{StandInCudaPlatform.__name__}({cuda.CudaPlatformBase.__name__}): "
-                    f"{DEVICE_NAME}, SM {CAPABILITY[0]}.{CAPABILITY[1]}, current device meta",
+                    f"{DEVICE_COUNT} x {DEVICE_NAME}, SM {CAPABILITY[0]}.{CAPABILITY[1]}, "
+                    "current device meta",
         "compiled_extensions": sorted(extensions.names),
         "op_namespaces": extensions.namespaces,
         "capability_queries": [n for n in CAPABILITY_QUERIES if hasattr(ops, n)],
-        "placeholders": ["torch.cuda.Stream", "torch.cuda.Event",
-                         "torch.accelerator.current_device_index (0: the one GPU)"],
+        "placeholders": ["torch.cuda.Stream", "torch.cuda.Event"],
+        "accelerator_while_initialising": sorted(ACCELERATOR_ANSWERS),
         "inspection": "the model registry inspects model classes in the building process",
         "import_only": list(import_only.tops),
         "transformers_answered_absent": answered,
@@ -342,6 +359,9 @@ def model_init(package: str = "vllm") -> Iterator[None]:
     namespaces = install(package)["op_namespaces"]
     for namespace in namespaces:
         setattr(torch.ops, namespace, UnavailableOp(f"torch.ops.{namespace}"))
+    saved = {name: getattr(torch.accelerator, name) for name in ACCELERATOR_ANSWERS}
+    for name, answer in ACCELERATOR_ANSWERS.items():
+        setattr(torch.accelerator, name, answer)
     try:
         with _cuda_is_meta(), torch.device("meta"):
             yield
@@ -349,3 +369,5 @@ def model_init(package: str = "vllm") -> Iterator[None]:
         for namespace in namespaces:
             with contextlib.suppress(AttributeError):
                 delattr(torch.ops, namespace)
+        for name, original in saved.items():
+            setattr(torch.accelerator, name, original)

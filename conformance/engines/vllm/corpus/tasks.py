@@ -80,8 +80,16 @@ def build_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     from kvcontract.conformance.engines.vllm.corpus import drive
 
     arch, cache_dtype = str(args["architecture"]), str(args.get("cache_dtype", "auto"))
+    pair = None
+    if args.get("draft"):
+        from kvcontract.conformance.engines.vllm.corpus.drafts import pair_named
+
+        pair = pair_named(str(args["draft"]))
     try:
-        built = drive.build(arch, cache_dtype=cache_dtype)
+        built = drive.build(arch, cache_dtype=cache_dtype, draft=pair,
+                            tensor_parallel_size=int(args.get("tensor_parallel_size", 1)))
+        if pair is not None:
+            built["config"]["draft"] = pair.describe()
     except Exception as exc:  # noqa: BLE001 - the engine's own failure is the reason it is not built
         return {"skipped": drive.reason(exc)}
     specs = built.pop("engine_specs")
