@@ -27,8 +27,7 @@ from typing import Any
 from kvcontract.conformance.engines.vllm.corpus import configs, standin
 from kvcontract.conformance.engines.vllm.corpus.parallel import tensor_parallel
 
-
-KERNEL_CONFIG = {"enable_jit_warmup": False}
+KERNEL_CONFIG: dict[str, Any] = {"enable_jit_warmup": False}
 """``KernelConfig`` values the build sets: JIT warmup registration imports CuteDSL kernels in
 some layers' ``__init__`` (DeepSeek-V4's compressor); vLLM's own config hash ignores the
 factor (``KernelConfig.compute_hash``), so it changes no layer and no spec."""
@@ -99,11 +98,14 @@ def _distributed(vllm_config: Any) -> None:
             world_size=1, rank=0, local_rank=0,
             distributed_init_method=f"file://{store}/store", backend="gloo")
         _DISTRIBUTED["done"] = True
-    if parallel_state.model_parallel_is_initialized():
-        parallel_state.destroy_model_parallel()
+    if parallel_state.model_parallel_is_initialized():  # type: ignore[no-untyped-call]
+        parallel_state.destroy_model_parallel()  # type: ignore[no-untyped-call]
     parallel_state.initialize_model_parallel(1, 1)
     try:  # the GPU worker's next step before it makes the model runner (gpu_worker.py)
-        from vllm.v1.worker.workspace import init_workspace_manager, is_workspace_manager_initialized
+        from vllm.v1.worker.workspace import (
+            init_workspace_manager,
+            is_workspace_manager_initialized,
+        )
     except ImportError:  # a release without a workspace manager
         return
     if not is_workspace_manager_initialized():

@@ -73,7 +73,9 @@ def _plan(env: Mapping[str, str] | None) -> dict[str, Any]:
 
 def _run_items(items: Sequence[Item], jobs: int, env: Mapping[str, str] | None, timeout: float,
                progress: Progress | None, done_before: int, total: int) -> dict[str, dict[str, Any]]:
-    """Each item's outcome (``{"table": ...}`` or ``{"skipped": reason}``), ``jobs`` workers at once."""
+    """Each item's outcome (``{"table": ...}`` or ``{"skipped": reason}``), ``jobs`` workers at once.
+    A draft pair is built in a worker of its own: loading a draft registers configs and
+    model classes process-wide, which must not reach the items after it."""
     from kvcontract.conformance.engines.vllm.corpus.tasks import BUILD_TASK
 
     todo: queue.Queue[Item] = queue.Queue()
@@ -83,6 +85,12 @@ def _run_items(items: Sequence[Item], jobs: int, env: Mapping[str, str] | None, 
     lock = threading.Lock()
     count = [done_before]
 
+    def run(worker: Any, item: Item) -> Any:
+        if item.draft is None:
+            return worker.run(BUILD_TASK, item.args(), timeout=timeout)
+        with _worker(env) as alone:
+            return alone.run(BUILD_TASK, item.args(), timeout=timeout)
+
     def work() -> None:
         with _worker(env) as worker:
             while True:
@@ -90,7 +98,7 @@ def _run_items(items: Sequence[Item], jobs: int, env: Mapping[str, str] | None, 
                     item = todo.get_nowait()
                 except queue.Empty:
                     return
-                result = worker.run(BUILD_TASK, item.args(), timeout=timeout)
+                result = run(worker, item)
                 if result.ok:
                     outcome = dict(result.value)
                 elif result.status == "raised":

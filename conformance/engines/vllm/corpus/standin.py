@@ -66,6 +66,15 @@ IMPORT_ONLY = {"torchvision": "torchvision", "torchaudio": "torchaudio",
                "mistral_common": "mistral_common", "tiktoken": "tiktoken", "openai": "openai"}
 """Top-level package -> the distribution the release's metadata requires for it: imported as
 inert stand-ins where not installed (see the module docstring)."""
+KERNEL_DSL = {"cutlass": "nvidia-cutlass-dsl", "cuda": "nvidia-cutlass-dsl",
+              "quack": "quack-kernels"}
+"""Top-level package -> the distribution the release requires for it (``cuda``: the CUDA
+Python bindings ``nvidia-cutlass-dsl`` brings): the CuteDSL kernel language. Modules that
+define CuteDSL kernels are imported by some layers' ``__init__`` to register the kernels'
+JIT warmup (the MoE router's SM90 GEMM, DeepSeek-V4's compressor); a Hopper deployment has
+the DSL. Here it is an inert stand-in whose names can be called, subclassed and used as
+decorators at import time and return inert names: a kernel is only compiled and launched in
+``forward`` or warmup, never here, and no KV-cache spec reads the DSL."""
 TRANSFORMERS_AVAILABILITY = ("is_torchvision_available", "is_torchaudio_available",
                              "is_mistral_common_available", "is_tiktoken_available")
 """transformers' cached availability checks, answered before the stand-ins are importable."""
@@ -172,11 +181,45 @@ class InertName(UnavailableOp):
         return InertName(f"{self._name}.{attr}")
 
 
-class _ImportOnly(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Inert modules for :data:`IMPORT_ONLY` packages not installed here (any submodule)."""
+class _DSLMeta(type):
+    """The kernel-language stand-in's names are classes of this metaclass: they can be called
+    (a decorator keeps the function it decorates; anything else gives another name),
+    subscripted, subclassed and read from, and nothing is an instance of them (a library that
+    probes ``isinstance(x, cuda.bindings.driver.CUstream)`` gets False)."""
 
-    def __init__(self, tops: tuple[str, ...]) -> None:
-        self.tops = tuple(t for t in tops if importlib.util.find_spec(t) is None)
+    def __getattr__(cls, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return dsl_name(f"{cls.__qualname__}.{attr}")
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], _DSLMeta):
+            return args[0]
+        return dsl_name(f"{cls.__qualname__}(...)")
+
+    def __getitem__(cls, key: Any) -> Any:
+        return dsl_name(f"{cls.__qualname__}[...]")
+
+
+def dsl_name(name: str) -> Any:
+    """A name of the kernel-language stand-in (:class:`_DSLMeta`)."""
+    return _DSLMeta(name, (), {"__qualname__": name, "__module__": "kvcontract.standin"})
+
+
+class _DSLModule(types.ModuleType):
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return dsl_name(f"{self.__name__}.{attr}")
+
+
+class _ImportOnly(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Inert modules for :data:`IMPORT_ONLY` packages not installed here (any submodule), and
+    :data:`KERNEL_DSL`'s."""
+
+    def __init__(self, tops: tuple[str, ...], dsl: tuple[str, ...] = ()) -> None:
+        self.tops = tuple(t for t in (*tops, *dsl) if importlib.util.find_spec(t) is None)
+        self.dsl = frozenset(dsl) & frozenset(self.tops)
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname.split(".", 1)[0] in self.tops:
@@ -184,7 +227,8 @@ class _ImportOnly(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = _InertModule(spec.name)
+        dsl = spec.name.split(".", 1)[0] in self.dsl
+        module = _DSLModule(spec.name) if dsl else _InertModule(spec.name)
         module.__path__ = []
         return module
 
@@ -248,7 +292,7 @@ def install(package: str = "vllm") -> dict[str, Any]:
     extensions = _CompiledExtensions(package, root)
     sys.meta_path.insert(0, extensions)
     answered = _answer_transformers_first()
-    import_only = _ImportOnly(_declared(package, IMPORT_ONLY))
+    import_only = _ImportOnly(_declared(package, IMPORT_ONLY), _declared(package, KERNEL_DSL))
     sys.meta_path.append(import_only)
 
     import torch
@@ -314,7 +358,8 @@ def install(package: str = "vllm") -> dict[str, Any]:
         "placeholders": ["torch.cuda.Stream", "torch.cuda.Event"],
         "accelerator_while_initialising": sorted(ACCELERATOR_ANSWERS),
         "inspection": "the model registry inspects model classes in the building process",
-        "import_only": list(import_only.tops),
+        "import_only": sorted(set(import_only.tops) - import_only.dsl),
+        "kernel_dsl": sorted(import_only.dsl),
         "transformers_answered_absent": answered,
         "availability": availability,
     }
