@@ -35,9 +35,7 @@ FAMILIES: dict[str, tuple[str | None, str]] = {
                      "used; the corpus also records the pick the builder did not: "
                      "max_model_len 131072."),
     "gemma-3": ("Gemma3ForCausalLM", "both from transformers' Gemma3TextConfig defaults."),
-    "gpt-oss-20b": ("GptOssForCausalLM",
-                    "both from transformers' GptOssConfig defaults; the model code builds the "
-                    "sinks layer the builder left to the spec (sinks do not enter the spec)."),
+    "gpt-oss-20b": ("GptOssForCausalLM", "both from transformers' GptOssConfig defaults."),
     "llama-4-scout": ("Llama4ForCausalLM",
                       "both from transformers' Llama4TextConfig defaults; vLLM 0.34.0 keeps the "
                       "hybrid manager on for chunked local attention "
@@ -54,9 +52,12 @@ FAMILIES: dict[str, tuple[str | None, str]] = {
                     "both from transformers' DeepseekV4Config defaults, both resolving the cache "
                     "dtype auto to fp8_ds_mla."),
     "qwen3-next": ("Qwen3NextForCausalLM",
-                   "both from transformers' Qwen3NextConfig defaults; the builder sized the Mamba "
-                   "page with the platform's _align_hybrid_block_size on a namespace config, the "
-                   "model code on the real one."),
+                   "both from transformers' Qwen3NextConfig defaults; the builder assumed prefix "
+                   "caching off (mamba_cache_mode none, Mamba block = max_model_len); vLLM "
+                   "0.34.0's config leaves prefix caching on, so its Gated DeltaNet layers "
+                   "cache in 'align' mode with the attention block size (576) and one prefill "
+                   "checkpoint block: the 36 linear-attention layers differ, the 12 attention "
+                   "layers are equal."),
     "llama-3.1-8b+extract-hidden-states": (
         "LlamaForCausalLM+extract_hidden_states",
         "the builder made the cache-only layer by hand with the aux-layer rule; the corpus "
@@ -117,6 +118,8 @@ def compare(family: dict[str, Any], table: Any) -> dict[str, Any]:
                 fields[f"{key}: {a.get(key)!r} -> {b.get(key)!r}"] += 1
     return {"layers": (len(old), len(new)),
             "names": "equal" if old_names == new_names else
+            "same, other order (the model's registration order)"
+            if sorted(old_names) == sorted(new_names) else
             f"{len(set(old_names) - set(new_names))} only hand-written, "
             f"{len(set(new_names) - set(old_names))} only corpus",
             "specs_equal": sum(1 for n in set(old_names) & set(new_names) if olds[n] == news[n]),
