@@ -29,9 +29,14 @@ def _engine() -> Any:
 
 
 def _quiet() -> None:
+    """The worker's environment, before vLLM is imported: quiet and offline, and
+    ``CUDA_VISIBLE_DEVICES`` empty: vLLM uses the real Triton only where it sees a GPU driver
+    or that variable set to the empty string (``vllm/triton_utils``), and some model modules
+    build Triton autotune configs at import (the Mamba kernels)."""
     for name, value in (("VLLM_LOGGING_LEVEL", "ERROR"), ("HF_HUB_OFFLINE", "1"),
                         ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
         os.environ.setdefault(name, value)
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
 def plan_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
