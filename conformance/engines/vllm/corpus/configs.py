@@ -8,7 +8,10 @@ model (``num_hidden_layers=1``, ``None`` where the checkpoint has a value). Whic
 
 1. ``published.toml`` names one for the architecture (with the values, each with its source);
 2. transformers' auto mappings name the model type whose classes include the architecture;
-3. the architecture's vLLM model module names one config class of the release's config
+3. the architecture is named ``<model type>For...`` or ``<model type>Model`` after a model
+   type of the release's config registry or of transformers' (squashed: case, ``_`` and
+   ``-`` ignored), the longest such;
+4. the architecture's vLLM model module names one config class of the release's config
    registry or of transformers (its imports and annotations), and only one.
 
 Anything else is a :class:`NoConfig` with the precise reason (listed in the corpus).
@@ -160,6 +163,33 @@ def _vllm_config_classes() -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _model_types() -> dict[str, str]:
+    """Squashed model type -> ``module:Class``: the release's config registry first (it
+    overrides transformers' class for a type, as ``get_config`` does), then transformers'."""
+    out: dict[str, str] = {}
+    registry = importlib.import_module("vllm.transformers_utils.config")._CONFIG_REGISTRY
+    for model_type in list(dict.keys(registry)):
+        value = dict.__getitem__(registry, model_type)
+        name = value if isinstance(value, str) else value.__name__
+        out.setdefault(_squash(str(model_type)), f"vllm.transformers_utils.configs:{name}")
+    mapping = importlib.import_module("transformers.models.auto.configuration_auto").CONFIG_MAPPING_NAMES
+    for model_type, name in mapping.items():
+        out.setdefault(_squash(str(model_type)), f"transformers:{name}")
+    return out
+
+
+_HEADS = ("for", "model")
+
+
+def by_architecture_name(arch: str) -> str | None:
+    """The config class of the model type the architecture is named after (rule 3)."""
+    squashed = _squash(arch)
+    found = [(len(t), path) for t, path in _model_types().items()
+             if squashed.startswith(t) and squashed[len(t):].startswith(_HEADS)]
+    return max(found)[1] if found else None
+
+
 def choose(arch: str, model_source: str) -> ConfigChoice:
     """The config that builds ``arch``; ``model_source`` is its vLLM model module's text."""
     entry = published().get(arch)
@@ -173,6 +203,9 @@ def choose(arch: str, model_source: str) -> ConfigChoice:
         paths = [p for p in (_transformers_config(t) for t in _closest(arch, types)) if p]
         if len(set(paths)) == 1:
             return ConfigChoice(class_path=paths[0], how="transformers-auto")
+    named_after = by_architecture_name(arch)
+    if named_after is not None:
+        return ConfigChoice(class_path=named_after, how="architecture-name")
     known = _vllm_config_classes()
     named = sorted({n for n in re.findall(r"\b([A-Z]\w*Config)\b", model_source)
                     if n in known and n not in GENERIC_CONFIGS})

@@ -25,6 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from kvcontract.conformance.engines.vllm.corpus import configs, standin
+from kvcontract.conformance.engines.vllm.corpus.parallel import tensor_parallel
+
+KERNEL_CONFIG: dict[str, Any] = {"enable_jit_warmup": False}
+"""``KernelConfig`` values the build sets: JIT warmup registration imports CuteDSL kernels in
+some layers' ``__init__`` (DeepSeek-V4's compressor); vLLM's own config hash ignores the
+factor (``KernelConfig.compute_hash``), so it changes no layer and no spec."""
+ENVIRONMENT = {"VLLM_KIMI_K3_GEMM_AR": "0"}
+"""Environment the build sets: Kimi-K3's fused GEMM+all-reduce (on by default) imports
+CuteDSL in ``__init__`` and is a multi-GPU kernel (nothing to fuse at one GPU)."""
 
 
 class NotBuildable(Exception):
@@ -78,17 +87,31 @@ _DISTRIBUTED: dict[str, bool] = {}
 
 
 def _distributed(vllm_config: Any) -> None:
-    """World size 1 over gloo, and model parallel of size 1, once per process."""
-    if _DISTRIBUTED:
-        return
+    """World size 1 over gloo (once per process), and model parallel of size 1 for this
+    model: its groups depend on the model (the expert-parallel group exists only for MoE
+    models), so they are made anew for each build, as each engine process makes them."""
     from vllm.distributed import parallel_state
 
-    store = tempfile.mkdtemp(prefix="kvcontract-dist-")
-    parallel_state.init_distributed_environment(
-        world_size=1, rank=0, local_rank=0,
-        distributed_init_method=f"file://{store}/store", backend="gloo")
+    if not _DISTRIBUTED:
+        store = tempfile.mkdtemp(prefix="kvcontract-dist-")
+        parallel_state.init_distributed_environment(
+            world_size=1, rank=0, local_rank=0,
+            distributed_init_method=f"file://{store}/store", backend="gloo")
+        _DISTRIBUTED["done"] = True
+    if parallel_state.model_parallel_is_initialized():  # type: ignore[no-untyped-call]
+        parallel_state.destroy_model_parallel()  # type: ignore[no-untyped-call]
     parallel_state.initialize_model_parallel(1, 1)
-    _DISTRIBUTED["done"] = True
+    try:  # the GPU worker's next step before it makes the model runner (gpu_worker.py)
+        from vllm.v1.worker.workspace import (
+            init_workspace_manager,
+            is_workspace_manager_initialized,
+        )
+    except ImportError:  # a release without a workspace manager
+        return
+    if not is_workspace_manager_initialized():
+        import torch
+
+        init_workspace_manager(torch.device("meta"))
 
 
 @contextlib.contextmanager
@@ -99,17 +122,48 @@ def _checkpoint(config: Any) -> Iterator[str]:
         yield folder
 
 
-def _configs(folder: str, choice: configs.ConfigChoice, cache_dtype: str) -> Any:
-    from vllm.config import CacheConfig, DeviceConfig, LoadConfig, ModelConfig, VllmConfig
+def _configs(folder: str, choice: configs.ConfigChoice, cache_dtype: str,
+             speculative: dict[str, Any] | None = None, tensor_parallel_size: int = 1) -> Any:
+    from vllm.config import (
+        CacheConfig,
+        DeviceConfig,
+        KernelConfig,
+        LoadConfig,
+        ModelConfig,
+        ParallelConfig,
+        SpeculativeConfig,
+        VllmConfig,
+    )
 
     model_kwargs: dict[str, Any] = {"skip_tokenizer_init": True}
     for key in ("runner", "convert", "max_model_len", "dtype"):
         if key in choice.build:
             model_kwargs[key] = choice.build[key]
     model_config = ModelConfig(model=folder, **model_kwargs)
+    parallel_config = ParallelConfig(tensor_parallel_size=tensor_parallel_size)
+    speculative_config = None
+    if speculative is not None:  # as EngineArgs.create_speculative_config makes it
+        speculative_config = SpeculativeConfig(**speculative, target_model_config=model_config,
+                                               target_parallel_config=parallel_config)
     return VllmConfig(model_config=model_config, cache_config=CacheConfig(cache_dtype=cache_dtype),
+                      parallel_config=parallel_config, speculative_config=speculative_config,
                       load_config=LoadConfig(load_format="dummy"),
-                      device_config=DeviceConfig(device="cuda"))
+                      device_config=DeviceConfig(device="cuda"),
+                      kernel_config=KernelConfig(**KERNEL_CONFIG))
+
+
+def _load_speculator(vllm_config: Any, model: Any) -> None:
+    """The model runner's speculator (``init_speculator``) loading its draft beside the target
+    (``DraftModelSpeculator.load_model``: the draft's layers join the static forward context
+    and are marked ``is_draft_layer``)."""
+    import torch
+    from vllm.v1.worker.gpu.spec_decode import init_speculator
+    from vllm.v1.worker.gpu.spec_decode.speculator import DraftModelSpeculator
+
+    # the request states go only to speculators without a draft model (suffix decoding)
+    speculator = init_speculator(vllm_config, torch.device("meta"), None)  # type: ignore[arg-type]
+    if isinstance(speculator, DraftModelSpeculator):
+        speculator.load_model(model)
 
 
 def _layout(vllm_config: Any, specs: dict[str, Any]) -> str:
@@ -142,10 +196,14 @@ def _backends(vllm_config: Any, specs: dict[str, Any]) -> dict[str, str]:
     return {kind: "/".join(sorted(names)) for kind, names in sorted(out.items())}
 
 
-def build(arch: str, *, cache_dtype: str = "auto") -> dict[str, Any]:
+def build(arch: str, *, cache_dtype: str = "auto", draft: Any = None,
+          tensor_parallel_size: int = 1) -> dict[str, Any]:
     """The architecture's table: settings, engine specs (by layer) and how it was built.
+    ``draft``: a :class:`.drafts.Pair` (the target served with its speculative draft);
+    ``tensor_parallel_size``: the size the model's layers are built for (:mod:`.parallel`).
     Raises :class:`NotBuildable` (or what the engine raised) when it cannot be built."""
     standin.install()
+    os.environ.update(ENVIRONMENT)
     started = time.monotonic()
     module, cls, path = model_module(arch)
     choice = configs.choose(arch, path.read_text(encoding="utf-8") if path else "")
@@ -164,15 +222,19 @@ def build(arch: str, *, cache_dtype: str = "auto") -> dict[str, Any]:
     from vllm.utils.torch_utils import set_default_torch_dtype
     from vllm.v1.worker.gpu import attn_utils
 
-    with _checkpoint(hf_config) as folder:
-        vllm_config = _configs(folder, choice, cache_dtype)
+    with _checkpoint(hf_config) as folder, contextlib.ExitStack() as stack:
+        speculative = draft.speculative_config(folder, stack) if draft is not None else None
+        vllm_config = _configs(folder, choice, cache_dtype, speculative, tensor_parallel_size)
         with set_current_vllm_config(vllm_config):
             _distributed(vllm_config)
+            stack.enter_context(tensor_parallel(tensor_parallel_size))
             model_config = vllm_config.model_config
             # the loader's own steps (BaseModelLoader.load_model), less the weights
             loader = get_model_loader(vllm_config.load_config)
             with set_default_torch_dtype(model_config.dtype), standin.model_init():
-                loader.create_model(vllm_config=vllm_config, model_config=model_config)
+                model = loader.create_model(vllm_config=vllm_config, model_config=model_config)
+                if draft is not None:
+                    _load_speculator(vllm_config, model)
             current_platform.update_block_size_for_backend(vllm_config)
             specs = dict(attn_utils.get_kv_cache_spec(vllm_config))
             layout = _layout(vllm_config, specs) if specs else None
@@ -190,7 +252,8 @@ def build(arch: str, *, cache_dtype: str = "auto") -> dict[str, Any]:
             "block_size": int(vllm_config.cache_config.block_size),
             "layout": layout,
             "hybrid": not bool(vllm_config.scheduler_config.disable_hybrid_kv_cache_manager),
-            "tensor_parallel_size": 1,
+            "tensor_parallel_size": tensor_parallel_size,
+            "draft": draft.method if draft is not None else None,
             "backends": backends,
             "max_model_len": int(model_config.max_model_len),
         },

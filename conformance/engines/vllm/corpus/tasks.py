@@ -29,9 +29,14 @@ def _engine() -> Any:
 
 
 def _quiet() -> None:
+    """The worker's environment, before vLLM is imported: quiet and offline, and
+    ``CUDA_VISIBLE_DEVICES`` empty: vLLM uses the real Triton only where it sees a GPU driver
+    or that variable set to the empty string (``vllm/triton_utils``), and some model modules
+    build Triton autotune configs at import (the Mamba kernels)."""
     for name, value in (("VLLM_LOGGING_LEVEL", "ERROR"), ("HF_HUB_OFFLINE", "1"),
                         ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
         os.environ.setdefault(name, value)
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
 def plan_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
@@ -80,8 +85,16 @@ def build_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     from kvcontract.conformance.engines.vllm.corpus import drive
 
     arch, cache_dtype = str(args["architecture"]), str(args.get("cache_dtype", "auto"))
+    pair = None
+    if args.get("draft"):
+        from kvcontract.conformance.engines.vllm.corpus.drafts import pair_named
+
+        pair = pair_named(str(args["draft"]))
     try:
-        built = drive.build(arch, cache_dtype=cache_dtype)
+        built = drive.build(arch, cache_dtype=cache_dtype, draft=pair,
+                            tensor_parallel_size=int(args.get("tensor_parallel_size", 1)))
+        if pair is not None:
+            built["config"]["draft"] = pair.describe()
     except Exception as exc:  # noqa: BLE001 - the engine's own failure is the reason it is not built
         return {"skipped": drive.reason(exc)}
     specs = built.pop("engine_specs")
