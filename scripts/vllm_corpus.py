@@ -72,30 +72,6 @@ FAMILIES: dict[str, tuple[str | None, str]] = {
         "built."),
 }
 
-REASON_CLASSES: tuple[tuple[str, str], ...] = (
-    ("a speculative-decoding draft (built beside its target)", r"^a speculative-decoding draft"),
-    ("no config class offline (remote code or a vLLM-only family)", r"^NoConfig: no config"),
-    ("several config classes named, none the architecture's", r"^NoConfig: its model module names"),
-    ("a config default lacks a value the model reads",
-     r"^(AttributeError|TypeError|KeyError): .*(has no attribute|NoneType|not subscriptable|"
-     r"'\w+'\s*\(at)"),
-    ("the model module needs a package not installed here", r"cannot be imported here|No module named"),
-    ("the model code rejects the config defaults",
-     r"^(ValueError|AssertionError|NotImplementedError|ValidationError|RuntimeError: Step|"
-     r"OSError: Can't load)"),
-    ("the meta device or the stand-in GPU cannot run what __init__ runs",
-     r"meta tensor|accelerator|CUDA|Could not load this library"),
-    ("the target cannot be built", r"^the target cannot be built"),
-)
-
-
-def reason_class(reason: str) -> str:
-    for name, pattern in REASON_CLASSES:
-        if re.search(pattern, reason):
-            return name
-    return "other (see the corpus's skipped list)"
-
-
 def _spec_fields(spec: Any) -> dict[str, Any]:
     from kvcontract.conformance.contract.codec import spec_to_json
 
@@ -129,6 +105,8 @@ def compare(family: dict[str, Any], table: Any) -> dict[str, Any]:
 
 
 def render(corpus: Any, families: list[dict[str, Any]], command: str) -> str:
+    from kvcontract.conformance.engines.vllm.corpus import reason_class
+
     base = [t for t in corpus.tables if t.name == t.architecture]
     with_kv = [t for t in base if t.layers]
     archs_skipped = [s for s in corpus.skipped if s.name == s.architecture]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -105,17 +104,6 @@ def _headline(corpus: Corpus) -> str:
             f"{len(skipped)} architectures not built")
 
 
-def reason_class(reason: str) -> str:
-    """A skip reason's class, for the counts: its exception or rule, without the particulars."""
-    head = reason.split(":", 1)[0].strip()
-    if head.startswith("its model module"):
-        found = re.search(r"No module named '([^'.]+)", reason)
-        return f"model module import fails (needs {found.group(1)})" if found else "model module import fails"
-    if head.startswith("a speculative-decoding draft"):
-        return "a draft (built beside its target)"
-    return head[:60]
-
-
 def _settings_text(t: CorpusTable) -> str:
     s = t.settings
     parts = [f"block {s.block_size}", s.cache_dtype, s.layout or "-", "hybrid" if s.hybrid else "hybrid off"]
@@ -143,6 +131,8 @@ def _listing(corpus: Corpus, how: str, every: bool) -> list[str]:
             built = "" if t.built_by == "model-code" else f" [{t.built_by}]"
             lines.append(f"  {t.name:<44} {len(t.layers):>4} layers  {_kinds_text(t):<40} {_settings_text(t)}"
                          f"{variants}{built}")
+    from kvcontract.conformance.engines.vllm.corpus import reason_class
+
     reasons = Counter(reason_class(s.reason) for s in corpus.skipped
                       if s.architecture not in by_arch)
     if reasons:
@@ -220,4 +210,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["reason_class", "register", "run"]
+__all__ = ["register", "run"]

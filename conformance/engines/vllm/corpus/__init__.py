@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,9 +74,26 @@ def identity(package: str = "vllm", source_path: str | os.PathLike[str] | None =
         dist = importlib.metadata.distribution(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
-    record = dist.read_text("RECORD") or ""
-    recorded = hashlib.sha256(record.encode()).hexdigest()[:20]
+    recorded = hashlib.sha256("\n".join(_content_lines(dist.read_text("RECORD") or "")).encode()).hexdigest()[:20]
     return Identity(str(dist.version), f"wheel:{recorded}-{_suffix()}", str(dist.locate_file("")))
+
+
+INSTALL_RECORDS = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
+"""What an install writes beside the wheel's files (the installer, how it was asked for): not content."""
+
+
+def _content_lines(record: str) -> list[str]:
+    """The RECORD lines of the wheel's own files, each with its hash: not the scripts the install
+    writes outside the package (their first line names the environment's interpreter), not what the
+    installer records of itself, not the compiled bytecode (no hash)."""
+    out = []
+    for line in record.splitlines():
+        path, _, rest = line.partition(",")
+        path = path.strip('"')
+        if not rest.split(",", 1)[0] or path.startswith("../") or path.rsplit("/", 1)[-1] in INSTALL_RECORDS:
+            continue
+        out.append(line)
+    return sorted(out)
 
 
 def _tree_release(root: Path) -> str:
@@ -137,3 +155,28 @@ def build_and_keep(ident: Identity, *, env: Mapping[str, str] | None = None, job
     target.parent.mkdir(parents=True, exist_ok=True)
     write_corpus(corpus, target)
     return target
+
+
+REASON_CLASSES: tuple[tuple[str, str], ...] = (
+    ("a speculative-decoding draft (built beside its target)", r"^a speculative-decoding draft"),
+    ("no config class offline (remote code or a vLLM-only family)", r"^NoConfig: no config"),
+    ("several config classes named, none the architecture's", r"^NoConfig: its model module names"),
+    ("a config default lacks a value the model reads",
+     r"^(AttributeError|TypeError|KeyError): .*(has no attribute|NoneType|not subscriptable|"
+     r"'\w+'\s*\(at)"),
+    ("the model module needs a package not installed here", r"cannot be imported here|No module named"),
+    ("the model code rejects the config defaults",
+     r"^(ValueError|AssertionError|NotImplementedError|ValidationError|RuntimeError: Step|"
+     r"OSError: Can't load)"),
+    ("the meta device or the stand-in GPU cannot run what __init__ runs",
+     r"meta tensor|accelerator|CUDA|Could not load this library"),
+    ("the target cannot be built", r"^the target cannot be built"),
+)
+
+
+def reason_class(reason: str) -> str:
+    """A skip reason's class, for the counts (``kvcontract tables``, ``docs/corpus.md``)."""
+    for name, pattern in REASON_CLASSES:
+        if re.search(pattern, reason):
+            return name
+    return "other (see the corpus's skipped list)"
