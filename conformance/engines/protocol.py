@@ -315,6 +315,8 @@ class ModelTables(Protocol):
 BUILTIN_ENGINES: dict[str, str] = {
     "reference": "kvcontract.conformance.engines.reference:ReferenceEngine",
     "vllm": "kvcontract.conformance.engines.vllm.engine:VllmEngine",
+    "aphrodite": "kvcontract.conformance.engines.aphrodite:factory",
+    "vllm-ascend": "kvcontract.conformance.engines.vllm_ascend:factory",
 }
 """Engine name -> ``module:factory``."""
 

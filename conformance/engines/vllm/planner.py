@@ -12,9 +12,11 @@ from typing import Any, ClassVar
 from kvcontract.conformance.contract.model import KitFailure
 from kvcontract.conformance.engines.protocol import EnginePlan, EngineTensor
 from kvcontract.conformance.engines.vllm.config import ConfigGap, StrictConfig
+from kvcontract.conformance.engines.vllm.loading import try_import
 from kvcontract.conformance.engines.vllm.snippets import VllmSnippets
 
 HYBRID_PATH = "scheduler_config.disable_hybrid_kv_cache_manager"
+LAYOUT_PATH = "cache_config.get_resolved_kv_cache_layout"
 
 
 class PlanningUnavailable(KitFailure):
@@ -42,18 +44,26 @@ class VllmPlanning(VllmSnippets):
         values = {p: v for p, v in self._config_values.items() if p != "attention_config"}
         values.update(self.PLAN_NEUTRAL)
         values[HYBRID_PATH] = not hybrid if isinstance(hybrid, bool) else hybrid
-        values["cache_config.get_resolved_kv_cache_layout"] = (
-            self._block_outermost_layout() if block_outermost
-            else self._neutral("cache_config.get_resolved_kv_cache_layout"))
+        if block_outermost:
+            values[LAYOUT_PATH] = self._block_outermost_layout()
+        elif self._has_layout():
+            values[LAYOUT_PATH] = self._neutral(LAYOUT_PATH)
+        # else: a release without a cache layout (before 0.29) plans without one; a read of it
+        # would be a ConfigGap, and the plan unavailable with that reason
         return values
+
+    def _has_layout(self) -> bool:
+        """Whether the release defines ``KVCacheLayout`` where its homes say."""
+        module, _why = try_import(self.homes.layout)
+        return module is not None and hasattr(module, "KVCacheLayout")
 
     def _block_outermost_layout(self) -> Any:
         """A function returning the release's block-outermost, block-compact ``KVCacheLayout``."""
         try:
-            layouts = importlib.import_module(self.LAYOUT_MODULE).KVCacheLayout
+            layouts = importlib.import_module(self.homes.layout).KVCacheLayout
             layout = next(m for m in layouts if m.is_block_outermost and m.is_block_compact)
         except (ImportError, StopIteration, AttributeError):
-            raise PlanningUnavailable(f"vllm {self.version} has no block-outermost KV-cache layout") from None
+            raise PlanningUnavailable(f"{self.name} {self.version} has no block-outermost KV-cache layout") from None
         return lambda: layout
 
     def _plan_config(self, hybrid: bool, block_outermost: bool = False) -> StrictConfig:
@@ -65,7 +75,7 @@ class VllmPlanning(VllmSnippets):
         if problem:
             return problem
         if not hasattr(self.planning, "get_kv_cache_config_from_groups"):
-            return f"vllm {self.version} has no get_kv_cache_config_from_groups in {self.planning_module}"
+            return f"{self.name} {self.version} has no get_kv_cache_config_from_groups in {self.planning_module}"
         return None
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
@@ -80,7 +90,7 @@ class VllmPlanning(VllmSnippets):
             groups = planning.get_kv_cache_groups(config, dict(objs_by_layer))
             kv_config = planning.get_kv_cache_config_from_groups(config, groups, memory_bytes)
         except ConfigGap as gap:
-            raise PlanningUnavailable(f"vllm {self.version}: {gap}") from None
+            raise PlanningUnavailable(f"{self.name} {self.version}: {gap}") from None
         tensors = tuple(EngineTensor(_tensor_layers(t), int(t.size),
                                      getattr(t, "offset", None), getattr(t, "layer_stride", None),
                                      getattr(t, "block_stride", None))

@@ -1,0 +1,33 @@
+"""aphrodite-engine: a fork of vLLM (0.29.0 with picks from later releases) under its own
+package, ``aphrodite``. One declaration: vLLM's homes moved under ``aphrodite``, its own config
+class and log variable. It needs the kit's torch (2.13.0) and nothing that clashes with the
+pinned vLLM, but it is installed into an engine environment of its own
+(``bash scripts/install-engine.sh aphrodite``), so that its light packages never change the
+kit's environment.
+
+``kvcontract check --engine aphrodite`` checks the installed release; its bundled expectations
+are ``conformance/xfails/aphrodite-engine-<version>.toml``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcontract.conformance.engines.vllm.homes import VLLM_HOMES, EngineDeclaration
+
+DECLARATION = EngineDeclaration(
+    name="aphrodite",
+    distribution="aphrodite-engine",
+    homes=VLLM_HOMES.rebased("aphrodite", config_class="aphrodite.config.AphroditeConfig",
+                             logging_env="APHRODITE_LOGGING_LEVEL"),
+    environment="aphrodite",
+    install="bash scripts/install-engine.sh aphrodite",
+    base="a fork of vLLM 0.29.0 with picks from later releases",
+)
+
+
+def factory(source_path: Any = None) -> Any:
+    """The adapter for aphrodite-engine (``--engine aphrodite``; ``--engine-path DIR`` for a tree)."""
+    from kvcontract.conformance.engines.vllm.engine import VllmEngine
+
+    return VllmEngine(source_path, DECLARATION)
