@@ -110,17 +110,21 @@ class VllmGrouping(VllmConversion):
 
         return build("", cls.config_tree(values))
 
-    def _learn(self, gap: ConfigGap) -> bool:
-        """Add the neutral value of the path grouping read; False when there is none."""
+    def _learn(self, gap: ConfigGap, into: dict[str, Any] | None = None,
+               exclude: Mapping[str, Any] | None = None) -> bool:
+        """Add the neutral value of the path the engine read to ``into`` (grouping's config by
+        default); False when there is none, or it is given already (in ``into`` or ``exclude``)."""
+        values = self._config_values if into is None else into
+        given = {**(exclude or {}), **values}
         path = gap.path
         known = next((p for p in self.NEUTRAL_CONFIG if p == path or p.startswith(path + ".")
                       or path.startswith(p + ".")), None)
-        if known is None or known in self._config_values:
+        if known is None or known in given:
             return False
         if path.startswith(known + "."):
-            return False  # grouping reads below a value we set (None): not neutral after all
+            return False  # the engine reads below a value we set (None): not neutral after all
         try:
-            self._config_values[known] = self._neutral(known)
+            values[known] = self._neutral(known)
         except ConfigGap:
             return False
         return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.machinery
 import sys
 import types
 from collections.abc import Mapping, Sequence
@@ -34,18 +35,43 @@ def import_failure(module: str, exc: BaseException) -> str:
     return f"importing {module} failed: {type(exc).__name__}: {exc}"
 
 
+class ModuleMissing(EngineUnavailable):
+    """The engine does not import here because a module it imports is missing (``missing``)."""
+
+    def __init__(self, message: str, missing: str) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+def missing_module(module: str, exc: BaseException) -> str | None:
+    """The module whose absence stopped ``import module`` (itself excepted: an absent module is
+    no missing package), or None."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name and not (
+            exc.name == module or module.startswith(exc.name + ".")):
+        return exc.name
+    return None
+
+
 def try_import(module: str) -> tuple[types.ModuleType | None, str]:
     """``(module, "")``, or ``(None, why)`` (:func:`import_failure`)."""
+    found, why, _missing = _try_import(module)
+    return found, why
+
+
+def _try_import(module: str) -> tuple[types.ModuleType | None, str, str | None]:
     try:
-        return importlib.import_module(module), ""
+        return importlib.import_module(module), "", None
     except Exception as exc:  # noqa: BLE001 - any failure is reported, by what it was
-        return None, import_failure(module, exc)
+        return None, import_failure(module, exc), missing_module(module, exc)
 
 
 def _stand_in(stub: Stub) -> types.ModuleType:
     """A minimal module offering exactly the attributes the stub names."""
     module = types.ModuleType(stub.module, f"kvcontract stand-in: {stub.why}")
     module.__kvcontract_stub__ = True  # type: ignore[attr-defined]
+    # a spec, as every imported module has one (``importlib.util.find_spec`` reads it); no
+    # distribution ships it, so a check of the installed package still finds none
+    module.__spec__ = importlib.machinery.ModuleSpec(stub.module, None, origin="kvcontract stand-in")
     for name, what in stub.attributes.items():
         value: Any
         if what == "module":
@@ -88,10 +114,11 @@ def install_stubs(stubs: Sequence[Stub]) -> list[str]:
 
 
 def _import_required(module: str, declaration: EngineDeclaration) -> types.ModuleType:
-    found, why = try_import(module)
+    found, why, missing = _try_import(module)
     if found is None:
         install = f"; install it with: {declaration.install}" if declaration.install else ""
-        raise EngineUnavailable(f"{declaration.name} is not importable here: {why}{install}")
+        message = f"{declaration.name} is not importable here: {why}{install}"
+        raise ModuleMissing(message, missing) if missing else EngineUnavailable(message)
     return found
 
 

@@ -87,9 +87,7 @@ for label, module in steps:
         absent = exc.name and module and (exc.name == module or module.startswith(exc.name + "."))
         out.append(None if absent else {"missing": exc.name, "error": f"{type(exc).__name__}: {exc}"})
     except Exception as exc:  # noqa: BLE001
-        cause = exc.__cause__ or exc.__context__
-        name = getattr(cause, "name", None) if isinstance(cause, ModuleNotFoundError) else None
-        out.append({"missing": name, "error": f"{type(exc).__name__}: {exc}"})
+        out.append({"missing": getattr(exc, "missing", None), "error": f"{type(exc).__name__}: {exc}"})
 print(json.dumps(out))
 """
 """Loads the engine as the check does (stand-ins, patches, registrations), then the modules
