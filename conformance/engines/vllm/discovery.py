@@ -23,6 +23,7 @@ from kvcontract.conformance.engines.protocol import EngineUnavailable
 from kvcontract.conformance.engines.vllm.homes import EngineHomes
 from kvcontract.conformance.engines.vllm.loading import base_kind
 from kvcontract.reference import (
+    KINDS_BY_NAME,
     SPEC_KINDS,
     KVCacheSpec,
     KVDtype,
@@ -93,9 +94,14 @@ class VllmDiscovery:
         return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
 
     def kind_of(self, cls: type) -> str | None:
-        """The contract kind an engine class stands for: that of the nearest class in its MRO the
-        spec module defines under a kind's name (a plugin's subclass maps by inheritance)."""
-        return base_kind(cls, self.interface)
+        """The contract kind an engine class stands for: a class of the spec module, the kind of its
+        own name (a class the engine adds there, even one deriving from a kind, is new: the drift
+        guard names it); a plugin's spec class, the kind of the nearest base it derives from."""
+        if getattr(self.interface, cls.__name__, None) is cls:
+            return cls.__name__ if cls.__name__ in KINDS_BY_NAME else None
+        if cls in self._plugin_classes.values():
+            return base_kind(cls, self.interface)
+        return None
 
     def spec_classes(self) -> list[type]:
         """``KVCacheSpec`` and every dataclass subclass of it, transitively, that

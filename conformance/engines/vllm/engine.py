@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from kvcontract.conformance.engines.protocol import EngineUnavailable, Router
-from kvcontract.conformance.engines.vllm.homes import VLLM, EngineDeclaration
+from kvcontract.conformance.engines.vllm.homes import VLLM, EngineDeclaration, FieldRole
 from kvcontract.conformance.engines.vllm.loading import load, plugin_classes
 from kvcontract.conformance.engines.vllm.planner import VllmPlanning
 from kvcontract.conformance.engines.vllm.producible import VllmProducible
@@ -141,6 +141,10 @@ class VllmEngine(VllmPlanning, VllmProducible):
         finding's location)."""
         packages = [self._package, *([self._plugin_package] if self._plugin_package is not None else [])]
         return [str(Path(getattr(p, "__file__", "") or "").resolve().parent) for p in packages]
+
+    def declared_roles(self) -> tuple[FieldRole, ...]:
+        """The roles the declaration gives fields the engine adds (``DeclaredRoles``)."""
+        return self.declaration.field_roles
 
     def model_tables(self) -> list[tuple[str, tuple[tuple[str, KVCacheSpec], ...]]]:
         """The real model tables built with this release's own spec-building code

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcontract.conformance.contract.codec import render_call
+from kvcontract.conformance.engines import environments
 from kvcontract.conformance.engines.vllm.discovery import REF_ENUMS
 from kvcontract.conformance.engines.vllm.grouping import VllmGrouping
 from kvcontract.conformance.engines.vllm.homes import EngineDeclaration
@@ -44,6 +45,11 @@ class VllmSnippets(VllmGrouping):
         lines = ["import os", f'os.environ.setdefault({self.homes.logging_env!r}, "WARNING")']
         if self.source_path is not None:
             lines += ["import sys", f"sys.path.insert(0, {str(self.source_path)!r})  # the checked source tree"]
+        elif self.declaration.environment is not None:
+            found = environments.state(self.declaration.environment)
+            if found is not None:  # the engine environment the check ran in, first on the path
+                lines += ["import sys", f"sys.path[:0] = {list(found['paths'])!r}  # the engine's environment "
+                                        f"({self.declaration.install})"]
         lines += ["import torch", *self.plugin_preamble()]
         plugin_kinds = {n: c for n, c in self._plugin_classes.items() if n in names}
         lines.append(f"from {self.homes.interface} import "
