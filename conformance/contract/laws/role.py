@@ -79,8 +79,8 @@ def _role_free_objects(engine: Engine, cls: type, fields: set[str]) -> Any:
     opaque = engine.engine_value_domains() if isinstance(engine, ValueIntrospectable) else {}
     drawn = {f.name: surface.field_strategy(cls, f, opaque) for f in dataclasses.fields(cls) if f.name in fields}
     base_obj = to_engine(engine, base)  # never the kit's own spec (common.to_engine)
-    if type(base_obj) is not cls:
-        base_obj = cls(**{f.name: getattr(base_obj, f.name) for f in dataclasses.fields(type(base_obj))
+    if type(base_obj) is not cls:  # another class stands for the kind (a plugin's subclass, a subkind)
+        base_obj = cls(**{f.name: getattr(base_obj, f.name) for f in dataclasses.fields(cls)
                           if f.init and hasattr(base_obj, f.name)})
 
     def build(values: dict[str, Any]) -> Any:

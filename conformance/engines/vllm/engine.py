@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import importlib.metadata
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,7 +116,7 @@ class VllmEngine(VllmPlanning, VllmProducible):
         self.patches_loaded = loaded.patches
         self.base_version = str(getattr(loaded.package, "__version__", "unknown"))
         version_module = loaded.plugin_package if self.declaration.version_package != package else loaded.package
-        self.version = str(getattr(version_module, "__version__", "unknown"))
+        self.version = str(getattr(version_module, "__version__", None) or self._installed_version())
         self._plugin_classes = (plugin_classes(self.declaration.plugin, self.interface)
                                 if self.declaration.plugin is not None else {})
         self._planning_problems: list[str] = []
@@ -130,6 +131,13 @@ class VllmEngine(VllmPlanning, VllmProducible):
         self._not_read_back = {}
         self._router: Router | None = None
         self._router_problem: str | None = None
+
+    def _installed_version(self) -> str:
+        """The declared distribution's installed version (a package without ``__version__``)."""
+        try:
+            return importlib.metadata.version(self.declaration.distribution or self.homes.package)
+        except importlib.metadata.PackageNotFoundError:
+            return "unknown"
 
     # -- declared capabilities (engines.protocol) -----------------------------------------
     def source_info(self) -> dict[str, str] | None:

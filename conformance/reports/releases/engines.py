@@ -198,9 +198,15 @@ def install(name: str, python: str) -> dict[str, Any]:
         paths += [str(ENV_ROOT / f"vllm-{recipe.base_release}" / "tree"),
                   str(ENV_ROOT / f"vllm-{recipe.base_release}" / "extras")]
     wanted = install_sdist(python, recipe, site) if recipe.sdist else install_wheel(python, recipe, site)
+    pins = pinned(pins_file(recipe))
+    if pins:  # the light packages found before, at their pins, in one go (the probe then finds none missing)
+        say(f"{recipe.engine}: installing the {len(pins)} pinned light packages of {pins_file(recipe).name}")
+        proc = _pip(python, "install", "--quiet", "--no-deps", "--target", str(site), "-r", str(pins_file(recipe)))
+        if proc.returncode != 0:
+            raise RuntimeError(f"pip could not install {pins_file(recipe)}: {proc.stderr.strip()[-600:]}")
     own = {normalize(recipe.distribution)}
     problems = install_missing(recipe.engine, python, lambda: probe(python, recipe, paths), site, wanted,
-                               pinned(pins_file(recipe)), {"vllm", "torch", recipe.distribution, recipe.package})
+                               pins, {"vllm", "torch", recipe.distribution, recipe.package})
     extras = {n: v for n, v in installed_extras(site).items() if normalize(n) not in own}
     ok = problems[:1] == [None]
     state = {"ok": ok, "engine": recipe.engine, "distribution": recipe.distribution, "version": recipe.version,
