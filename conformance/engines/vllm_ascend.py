@@ -10,8 +10,10 @@ adapter loads, as the plugin's platform (``NPUPlatform``) does at start-up:
   which imports ``vllm_ascend.patch.platform`` (among them ``patch_kv_cache_utils``, which
   replaces vLLM's grouping of sliding-window MLA tables). The worker patches
   (``vllm_ascend.patch.worker``) change the model runner, not grouping or merge: not loaded;
-- its spec registration: ``register_custom_kv_cache_specs`` calls
-  ``register_ascend_kv_cache_specs()`` (the plugin's specs in vLLM's spec registry);
+- its spec registration, as vLLM's engine core makes it at start-up: ``register_all_kvcache_specs``
+  registers vLLM's own specs and then asks the platform, whose ``register_custom_kv_cache_specs``
+  calls ``register_ascend_kv_cache_specs()`` (the plugin's specs in vLLM's spec registry; the
+  registry fills itself with vLLM's specs only while it is empty, so the order matters);
 - its spec classes (``vllm_ascend.core.kv_cache_interface``): ``AscendMLAAttentionSpec`` derives
   from ``MLAAttentionSpec`` and ``AscendSlidingWindowMLASpec`` from ``SlidingWindowMLASpec``, so
   they stand for those kinds (by inheritance) and are what the adapter builds for them.
@@ -28,6 +30,7 @@ from typing import Any
 
 from kvcontract.conformance.engines.vllm.homes import (
     VLLM_HOMES,
+    Call,
     EngineDeclaration,
     FieldRole,
     Plugin,
@@ -39,7 +42,8 @@ _INTERFACE = "vllm_ascend/core/kv_cache_interface.py"
 PLUGIN = Plugin(
     package="vllm_ascend",
     patches=("vllm_ascend.patch.platform",),
-    setup=("vllm_ascend.core.kv_cache_interface:register_ascend_kv_cache_specs",),
+    setup=(Call("vllm.v1.core.single_type_kv_cache_manager:register_all_kvcache_specs", (None,)),
+           Call("vllm_ascend.core.kv_cache_interface:register_ascend_kv_cache_specs")),
     spec_modules=("vllm_ascend.core.kv_cache_interface",),
     stubs=(
         Stub("torch_npu", "Ascend's PyTorch backend: imported by vllm_ascend/utils.py, not read on "

@@ -108,6 +108,19 @@ class Stub:
 
 
 @dataclasses.dataclass(frozen=True)
+class Call:
+    """A start-up call: ``module:function`` with positional ``args`` (plain values)."""
+
+    target: str
+    args: tuple[object, ...] = ()
+
+    def source(self) -> str:
+        """The call as Python source (for a repro)."""
+        module, _, function = self.target.partition(":")
+        return f"__import__({module!r}, fromlist=['x']).{function}({', '.join(map(repr, self.args))})"
+
+
+@dataclasses.dataclass(frozen=True)
 class Plugin:
     """A hardware plugin that subclasses the base engine's specs and patches its grouping."""
 
@@ -115,8 +128,8 @@ class Plugin:
     """The plugin's top-level package (its files are the engine's source too)."""
     patches: tuple[str, ...] = ()
     """Modules its platform imports at start-up to patch the base engine, in order."""
-    setup: tuple[str, ...] = ()
-    """``module:function`` calls its platform makes at start-up (no arguments), in order."""
+    setup: tuple[Call, ...] = ()
+    """Calls the engine and its platform make at start-up, in order (spec registration)."""
     spec_modules: tuple[str, ...] = ()
     """Modules defining its spec classes: each maps to the contract kind of the nearest base
     engine class it derives from, and replaces that class where the adapter builds the kind."""

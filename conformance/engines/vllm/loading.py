@@ -155,14 +155,15 @@ def load_plugin(plugin: Plugin, declaration: EngineDeclaration, loaded: Loaded) 
         _import_required(module, declaration)
         loaded.patches.append(module)
     for call in plugin.setup:
-        module, _, function = call.partition(":")
+        module, _, function = call.target.partition(":")
         target = getattr(_import_required(module, declaration), function, None)
         if not callable(target):
-            raise EngineUnavailable(f"{declaration.name}: {module} has no function {function!r} ({call})")
+            raise EngineUnavailable(f"{declaration.name}: {module} has no function {function!r} ({call.target})")
         try:
-            target()
+            target(*call.args)
         except Exception as exc:  # noqa: BLE001 - a registration that fails here: not drivable
-            raise EngineUnavailable(f"{declaration.name}: {call}() raised {type(exc).__name__}: {exc}") from None
+            raise EngineUnavailable(f"{declaration.name}: {call.target}{call.args} raised "
+                                    f"{type(exc).__name__}: {exc}") from None
 
 
 def plugin_classes(plugin: Plugin, interface: types.ModuleType) -> dict[str, type]:

@@ -35,9 +35,7 @@ class VllmSnippets(VllmGrouping):
                  "from kvcontract.conformance.engines.vllm.loading import install_stubs",
                  f"install_stubs(declaration_of({self.name!r}).plugin.stubs)"]
         lines += [f"import {m}  # noqa: F401" for m in plugin.patches]
-        for call in plugin.setup:
-            module, _, function = call.partition(":")
-            lines.append(f"__import__({module!r}, fromlist=['x']).{function}()")
+        lines += [call.source() for call in plugin.setup]
         return lines
 
     def snippet_imports(self, kinds: Sequence[type[KVCacheSpec]]) -> list[str]:

@@ -185,6 +185,17 @@ def pinned(path: Path) -> dict[str, str]:
     return out
 
 
+def recorded_extras(path: Path) -> list[str]:
+    """The ``name==version`` extras a pin file written by :func:`write_pins` records (its
+    ``# extras:`` line); empty for a hand-made pin file or none."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    line = next((x for x in lines if x.startswith("# extras:")), "")
+    return [e.strip() for e in line.removeprefix("# extras:").split(",") if "==" in e]
+
+
 def install_missing(label: str, python: str, run_probe: Callable[[], Problems], target: Path,
                     wanted: Mapping[str, str], pins: Mapping[str, str], never: set[str]) -> Problems:
     """Install one light package (``--no-deps --target``) per module the probe finds missing, until
@@ -231,8 +242,14 @@ def build_env(version: str, python: str, root: Path) -> dict[str, Any]:
     wanted = requirements_of(wheel)
     extras = env_dir / "extras"
     extras.mkdir(exist_ok=True)
+    pin_file = REPO / "requirements" / f"vllm-{version}-cpu.txt"
+    recorded = recorded_extras(pin_file)
+    if recorded and not installed_extras(extras):  # found before: in one go, then the probe finds none missing
+        say(f"{version}: installing the {len(recorded)} extras recorded in {pin_file.name}")
+        subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(extras), *recorded],
+                       capture_output=True, text=True)
     problems = install_missing(f"vllm {version}", python, lambda: probe(python, env_dir), extras, wanted,
-                               pinned(REPO / "requirements" / f"vllm-{version}-cpu.txt"), {"vllm"})
+                               pinned(pin_file), {"vllm"})
     required_ok = all(p is None for p in problems[:REQUIRED_PROBES])
     state = {
         "version": version, "ok": required_ok, "wheel": wheel.name, "extras": installed_extras(extras),
