@@ -21,7 +21,14 @@ from kvcontract.conformance.engines import environments
 from kvcontract.conformance.engines.protocol import BUILTIN_ENGINES, EngineUnavailable
 from kvcontract.conformance.engines.registry import DECLARED_ENGINES, declaration_of, engine_env
 from kvcontract.conformance.engines.vllm import loading
-from kvcontract.conformance.engines.vllm.homes import VLLM_HOMES, Call, EngineDeclaration, FieldRole, Plugin, Stub
+from kvcontract.conformance.engines.vllm.homes import (
+    VLLM_HOMES,
+    Call,
+    EngineDeclaration,
+    FieldRole,
+    Plugin,
+    Stub,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
