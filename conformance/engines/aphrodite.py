@@ -11,9 +11,12 @@ are ``conformance/xfails/aphrodite-engine-<version>.toml``.
 
 from __future__ import annotations
 
-from typing import Any
-
-from kvcontract.conformance.engines.vllm.homes import VLLM_HOMES, EngineDeclaration, FieldRole
+from kvcontract.conformance.engines.vllm.adapter import adapter_factory
+from kvcontract.conformance.engines.vllm.homes import (
+         VLLM_HOMES,
+         EngineDeclaration,
+         FieldRole,
+     )
 
 _READ = ("aphrodite/v1/worker/utils.py:428 (the worker views a group's MLA cache in blocks of "
          "storage_block_size tokens)")
@@ -38,8 +41,5 @@ DECLARATION = EngineDeclaration(
 )
 
 
-def factory(source_path: Any = None) -> Any:
-    """The adapter for aphrodite-engine (``--engine aphrodite``; ``--engine-path DIR`` for a tree)."""
-    from kvcontract.conformance.engines.vllm.engine import VllmEngine
-
-    return VllmEngine(source_path, DECLARATION)
+factory = adapter_factory(DECLARATION)
+"""The adapter (``--engine aphrodite``)."""

@@ -26,8 +26,7 @@ is read from it, and the stand-in says an A2 (Ascend 910B) build, the plugin's o
 
 from __future__ import annotations
 
-from typing import Any
-
+from kvcontract.conformance.engines.vllm.adapter import adapter_factory
 from kvcontract.conformance.engines.vllm.homes import (
     VLLM_HOMES,
     Call,
@@ -84,8 +83,5 @@ DECLARATION = EngineDeclaration(
 )
 
 
-def factory(source_path: Any = None) -> Any:
-    """The adapter for vllm-ascend (``--engine vllm-ascend``)."""
-    from kvcontract.conformance.engines.vllm.engine import VllmEngine
-
-    return VllmEngine(source_path, DECLARATION)
+factory = adapter_factory(DECLARATION)
+"""The adapter (``--engine vllm-ascend``)."""
