@@ -17,6 +17,7 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kvcontract.conformance.engines import environments
 from kvcontract.conformance.engines.protocol import EngineUnavailable
 from kvcontract.conformance.engines.vllm.homes import EngineDeclaration, Plugin, Stub
 from kvcontract.reference import KINDS_BY_NAME
@@ -122,6 +123,21 @@ def _import_required(module: str, declaration: EngineDeclaration) -> types.Modul
     return found
 
 
+def use_environment(declaration: EngineDeclaration) -> None:
+    """Put the declared engine environment's folders first on ``sys.path`` where it is installed
+    (an in-process load: ``coverage``, ``plan``, the pytest plugin, a repro; the check's workers
+    have them on their path already). Not installed: the import that follows names what is missing."""
+    if declaration.environment is None:
+        return
+    found = environments.state(declaration.environment)
+    if found is None:
+        return
+    ahead = [str(p) for p in found["paths"] if str(p) not in sys.path]
+    sys.path[:0] = ahead
+    if ahead:
+        importlib.invalidate_caches()
+
+
 @dataclasses.dataclass
 class Loaded:
     """What loading an engine found: its modules, and a plugin's stand-ins and patches."""
@@ -138,6 +154,7 @@ def load(declaration: EngineDeclaration) -> Loaded:
     """Import the engine (and its plugin, patched in as its platform does), or raise
     :class:`EngineUnavailable` naming what did not import."""
     homes, plugin = declaration.homes, declaration.plugin
+    use_environment(declaration)
     torch = _import_required("torch", declaration)
     package = _import_required(homes.package, declaration)
     loaded = Loaded(torch, package, package)
