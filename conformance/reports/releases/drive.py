@@ -49,7 +49,7 @@ homes = engine.homes
 lacking = {}
 for module in homes.modules():
     found, why = try_import(module)
-    if found is None:
+    if found is None and "does not exist here" not in why:  # an alternative a release lacks is no failure
         lacking[module] = why
 print(json.dumps({
     "version": engine.version,
@@ -152,8 +152,13 @@ def render(rows: Sequence[Mapping[str, Any]], date: str) -> str:
                      f"{', '.join(r.get('missing_kinds', [])) or 'none'}; fields lacking: {fields}"
                      + (f"; stand-ins: {', '.join(r['stubs'])}; patches: {', '.join(r['patches'])}"
                         if r.get("stubs") or r.get("patches") else "")
-                     + (f"; homes that do not import: {', '.join(r['homes_missing'])}" if r.get("homes_missing")
-                        else ""))
+                     + (f"; homes that fail to import: {'; '.join(w for w in r['homes_missing'].values() if 'does not exist here' not in w)}"
+                        if any("does not exist here" not in w for w in r.get("homes_missing", {}).values()) else ""))
+    driven = {str(r["engine"]).removeprefix("vllm ") for r in rows}
+    left = [v for v in VERSIONS if v not in driven]
+    if left:
+        lines += ["", f"Releases of the history not driven in this run: {', '.join(left)} "
+                  f"(`python3 scripts/engine_drive.py --versions {','.join(left)}`)."]
     found = [(r["engine"], e) for r in rows for e in r.get("errors", [])]
     lines += ["", "## Kit errors", ""]
     lines += [f"- {name}: {e}" for name, e in found] or ["None: every clause was judged or skipped with its reason."]
@@ -179,9 +184,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in [n for n in args.engines.split(",") if n]:
         say(f"{name}: driving")
         rows.append(engine(name, sys.executable))
-    write_atomic(DATA, json.dumps({"date": date, "rows": rows}, indent=1) + "\n")
-    write_atomic(DOC, render(rows, date))
+    try:  # the rows of releases and engines not driven this time are kept
+        previous = {r["engine"]: r for r in json.loads(DATA.read_text())["rows"]}
+    except (OSError, ValueError, KeyError):
+        previous = {}
+    previous.update({r["engine"]: r for r in rows})
+    kept = sorted(previous.values(), key=_order)
+    write_atomic(DATA, json.dumps({"date": date, "rows": kept}, indent=1) + "\n")
+    write_atomic(DOC, render(kept, date))
     return 1 if any(r.get("errors") for r in rows) else 0
+
+
+def _order(row: Mapping[str, Any]) -> tuple[int, tuple[int, ...], str]:
+    """Releases in version order, then the declared engines by name."""
+    name = str(row["engine"])
+    if name.startswith("vllm "):
+        return (0, tuple(int(p) for p in name.removeprefix("vllm ").split(".")), "")
+    return (1, (), name)
 
 
 if __name__ == "__main__":
