@@ -18,8 +18,8 @@ import pytest
 
 from kvcontract.conformance.contract import surface
 from kvcontract.conformance.engines import environments
+from kvcontract.conformance.engines.declared import DECLARED_ENGINES, declaration_of, engine_env
 from kvcontract.conformance.engines.protocol import BUILTIN_ENGINES, EngineUnavailable
-from kvcontract.conformance.engines.registry import DECLARED_ENGINES, declaration_of, engine_env
 from kvcontract.conformance.engines.vllm import loading
 from kvcontract.conformance.engines.vllm.homes import (
     VLLM_HOMES,
@@ -50,7 +50,7 @@ def test_every_declared_engine_is_a_builtin_with_a_light_declaration() -> None:
         declaration = declaration_of(name)
         assert declaration is not None and declaration.name == name and name in BUILTIN_ENGINES
         assert declaration.environment is None or declaration.install.startswith("bash scripts/install-engine.sh")
-    code = ("import sys; from kvcontract.conformance.engines.registry import declaration_of; "
+    code = ("import sys; from kvcontract.conformance.engines.declared import declaration_of; "
             "[declaration_of(n) for n in ('aphrodite', 'vllm-ascend')]; "
             "print(sorted(m for m in ('torch', 'vllm', 'aphrodite', 'vllm_ascend') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

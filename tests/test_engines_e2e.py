@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kvcontract.conformance.engines import environments
-from kvcontract.conformance.engines.registry import declaration_of
+from kvcontract.conformance.engines.declared import declaration_of
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, CUDA_VISIBLE_DEVICES="", VLLM_LOGGING_LEVEL="ERROR")

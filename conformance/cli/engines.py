@@ -24,6 +24,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvcontract.conformance.engines.environments import EnvironmentMissing
     from kvcontract.conformance.engines.protocol import engine_names
 
     names = engine_names()
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             probe = Pass(name, optimized=False, profile="quick", seed_value=0, xfails=None, clauses=[],
                          progress=None, clause_timeout=CLAUSE_TIMEOUT_S, example_timeout=EXAMPLE_TIMEOUT_S)
-        except EngineLoadError as exc:  # its declared environment is not installed
+        except EnvironmentMissing as exc:  # its declared environment is not installed
             print(f"{name.ljust(width)} unavailable: {exc}", flush=True)
             continue
         try:

@@ -407,7 +407,7 @@ class DeclaredRule(Expectation):
             return [*head, "try:", "    merged = _merge(members)", "except Exception as exc:",
                     "    print('no violation: rejected with', type(exc).__name__, exc)", "else:",
                     "    " + ctx.fail(f"f'members differing only in {self.field} ({{values}}) were merged into "
-                                      f"{self.field}={{getattr(merged, {self.field!r})!r}}'")]
+                                      f"{self.field}={{merged.{self.field}!r}}'")]
         return [*head, f"merged = getattr(_merge(members), {self.field!r})", "if merged != any(values):",
                 "    " + ctx.fail(f"f'merge of {self.field}={{values}} gave {{merged!r}}, not their union'"),
                 "print('no violation')"]

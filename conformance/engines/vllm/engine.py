@@ -225,5 +225,5 @@ class VllmEngine(VllmPlanning, VllmProducible):
                  "from kvcontract.conformance.engines.vllm.routing import VllmRouter"]
         if self.homes == VLLM.homes:
             return [*lines, "ROUTE = VllmRouter().route"]
-        return [*lines, "from kvcontract.conformance.engines.registry import declaration_of",
+        return [*lines, "from kvcontract.conformance.engines.declared import declaration_of",
                 f"ROUTE = VllmRouter(declaration_of({self.name!r}).homes, {self.name!r}).route"]

@@ -31,7 +31,7 @@ class VllmSnippets(VllmGrouping):
         if plugin is None:
             return []
         lines = ["# the plugin, loaded as its platform does at start-up (stand-ins for its device modules)",
-                 "from kvcontract.conformance.engines.registry import declaration_of",
+                 "from kvcontract.conformance.engines.declared import declaration_of",
                  "from kvcontract.conformance.engines.vllm.loading import install_stubs",
                  f"install_stubs(declaration_of({self.name!r}).plugin.stubs)"]
         lines += [f"import {m}  # noqa: F401" for m in plugin.patches]

@@ -24,7 +24,8 @@ def use_source_tree(path: str | os.PathLike[str], package: str = "vllm") -> Path
     for the KV-cache code on the CPU."""
     root = Path(path).expanduser().resolve()
     if not (root / package / "__init__.py").is_file():
-        raise EngineUnavailable(f"{root} is not a source tree of {package} (no {package}/__init__.py)")
+        what = "a vLLM" if package == "vllm" else f"an {package}" if package[0] in "aeiou" else f"a {package}"
+        raise EngineUnavailable(f"{root} is not {what} source tree (no {package}/__init__.py)")
     loaded = sys.modules.get(package)
     if loaded is not None and not Path(getattr(loaded, "__file__", "") or "").resolve().is_relative_to(root):
         raise EngineUnavailable(f"another {package} ({getattr(loaded, '__file__', '?')}) is already imported in "

@@ -73,7 +73,7 @@ RECIPES: dict[str, Recipe] = {
 
 PROBE = """
 import importlib, json, sys
-from kvcontract.conformance.engines.registry import declaration_of
+from kvcontract.conformance.engines.declared import declaration_of
 from kvcontract.conformance.engines.vllm.loading import load
 out = []
 declaration = declaration_of(sys.argv[1])
