@@ -47,7 +47,7 @@ class Defective(ReferenceEngine):
     # -- merge and page size ---------------------------------------------------------
     def merge(self, objs: Sequence[Any]) -> Any:
         d = self.defect
-        if d == "accepts":
+        if d in ("accepts", "declared"):
             return objs[0]
         if d == "raises":
             raise ValueError("this merge never merges")
@@ -159,6 +159,14 @@ class Defective(ReferenceEngine):
     def spec_classes(self) -> list[type]:
         extra = [LookaheadAttentionSpec] if self.defect == "cover" else []
         return [*super().spec_classes(), *extra]
+
+    def declared_roles(self) -> tuple[Any, ...]:
+        """``declared``: the adapter declares a field's role (here one the contract knows too, so the
+        snippet also runs on the reference); its merge accepts members that differ in it."""
+        from kvcontract.conformance.engines.vllm.homes import FieldRole
+
+        return (FieldRole("FullAttentionSpec", "num_kv_heads", "layout", (1, 2), "defective.py"),) \
+            if self.defect == "declared" else ()
 
     def value_domains(self) -> Mapping[str, Sequence[Any]]:
         return {}
