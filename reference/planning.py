@@ -72,7 +72,12 @@ type test compares them; its state pages are laid out per group)."""
 
 def manager_of(spec: KVCacheSpec) -> str | None:
     """The block manager serving ``spec``'s kind; None for a kind without one (encoder-only)."""
-    return next((name for base, name in _MANAGERS if isinstance(spec, base)), None)
+    return manager_of_kind(type(spec))
+
+
+def manager_of_kind(kind: type[KVCacheSpec]) -> str | None:
+    """The block manager serving ``kind``; None for a kind without one (encoder-only)."""
+    return next((name for base, name in _MANAGERS if issubclass(kind, base)), None)
 
 
 def type_mismatch(first: KVCacheSpec, other: KVCacheSpec) -> str | None:

@@ -21,13 +21,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kvcontract.conformance.contract.model import signature
 from kvcontract.conformance.engines.protocol import EnginePlan
-from kvcontract.reference import GroupingError, KVCacheSpec, is_advisory
-from kvcontract.reference.planning import manager_of
+from kvcontract.reference import SPEC_KINDS, GroupingError, KVCacheSpec, is_advisory
+from kvcontract.reference.planning import manager_of, manager_of_kind
 from kvcontract.reference.sizing import KVCachePlan
 
 CLASSES: tuple[str, ...] = (
@@ -41,7 +42,7 @@ CLASSES: tuple[str, ...] = (
     "group-spec",        # a field of the group's merged spec
     "layer-spec",        # the spec a layer is allocated with (kind or a field)
     "num-blocks",        # the number of blocks
-    "tensor-layers",     # which layers share a tensor
+    "tensor-layers",     # a layer held by no tensor, or by several
     "tensor-size",       # the backing allocation's size
     "tensor-offset",     # the first byte of a layer's pages
     "tensor-stride",     # the bytes from one block of a layer to the next
@@ -121,9 +122,14 @@ def _value(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def judged_fields(spec: KVCacheSpec) -> list[str]:
+def judged_fields(spec: KVCacheSpec) -> tuple[str, ...]:
     """The fields of ``spec`` a plan comparison reads: every field that is not advisory."""
-    return [f.name for f in dataclasses.fields(spec) if not is_advisory(f)]
+    return _judged(type(spec))
+
+
+@functools.cache
+def _judged(kind: type[KVCacheSpec]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(kind) if not is_advisory(f))
 
 
 def spec_mismatch(expected: KVCacheSpec, actual: KVCacheSpec) -> tuple[str, ...]:
@@ -131,6 +137,8 @@ def spec_mismatch(expected: KVCacheSpec, actual: KVCacheSpec) -> tuple[str, ...]
     their kinds differ)."""
     if type(expected) is not type(actual):
         return ("kind",)
+    if expected is actual or expected == actual:
+        return ()
     return tuple(n for n in judged_fields(expected) if getattr(expected, n) != getattr(actual, n))
 
 
@@ -185,11 +193,12 @@ def compare(reference: ReferenceAnswer, answer: EngineAnswer, engine: Any = None
                                      f"reference plans {len(reference.groups)} groups")
         return out.result()
     ref_groups, eng_groups = _reference_groups(reference), _engine_groups(answer)
-    _compare_groups(out, ref_groups, eng_groups, engine)
+    page = _Pages(engine)
+    _compare_groups(out, ref_groups, eng_groups, page)
     if reference.num_blocks != answer.num_blocks:
         out.add("num-blocks", names, f"reference {reference.num_blocks}, engine {answer.num_blocks}")
     ref_pages = {n: s.page_size_bytes for g in ref_groups for n, s in g.specs.items()}
-    eng_pages = {n: _page(engine, s) for g in eng_groups for n, s in g.specs.items()}
+    eng_pages = {n: page(s) for g in eng_groups for n, s in g.specs.items()}
     _compare_tensors(out, (reference.tensors, ref_pages, reference.num_blocks),
                      (answer.tensors, eng_pages, answer.num_blocks), reference.num_blocks == answer.num_blocks)
     return out.result()
@@ -204,13 +213,23 @@ def _table_of(reference: ReferenceAnswer, answer: EngineAnswer) -> dict[str, KVC
     return {}
 
 
-def _page(engine: Any, spec: KVCacheSpec) -> int:
-    if engine is None:
-        return spec.page_size_bytes
-    return int(engine.page_size(engine.to_engine(copy.copy(spec))))
+class _Pages:
+    """The engine side's page of each spec (the engine's own rule), asked once per spec object."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.held: dict[int, tuple[KVCacheSpec, int]] = {}
+
+    def __call__(self, spec: KVCacheSpec) -> int:
+        if self.engine is None:
+            return spec.page_size_bytes
+        held = self.held.get(id(spec))
+        if held is None or held[0] is not spec:
+            held = self.held[id(spec)] = (spec, int(self.engine.page_size(self.engine.to_engine(copy.copy(spec)))))
+        return held[1]
 
 
-def _compare_groups(out: _Collector, ref: list[_Group], eng: list[_Group], engine: Any) -> None:
+def _compare_groups(out: _Collector, ref: list[_Group], eng: list[_Group], page: _Pages) -> None:
     by_members = {frozenset(g.names): g for g in eng}
     only_ref = [g for g in ref if frozenset(g.names) not in by_members]
     if only_ref:
@@ -223,10 +242,10 @@ def _compare_groups(out: _Collector, ref: list[_Group], eng: list[_Group], engin
     for g in ref:
         other = by_members.get(frozenset(g.names))
         if other is not None:
-            _compare_group(out, g, other, engine)
+            _compare_group(out, g, other, page)
 
 
-def _compare_group(out: _Collector, ref: _Group, eng: _Group, engine: Any) -> None:
+def _compare_group(out: _Collector, ref: _Group, eng: _Group, page: _Pages) -> None:
     names, label = list(ref.names), _names(ref.names)
     missing = [n for n in ref.names if n not in eng.specs]
     if missing:  # an engine group without a spec for some members: nothing else can be read
@@ -242,7 +261,7 @@ def _compare_group(out: _Collector, ref: _Group, eng: _Group, engine: Any) -> No
         out.add("group-block-size", names, f"{label}: reference {ref_first.block_size}, engine "
                 f"{eng_first.block_size}")
     ref_pages = sorted({s.page_size_bytes for s in ref.specs.values()})
-    eng_pages = sorted({_page(engine, s) for s in eng.specs.values()})
+    eng_pages = sorted({page(s) for s in eng.specs.values()})
     if ref_pages != eng_pages:
         out.add("group-page", names, f"{label}: reference {'/'.join(map(str, ref_pages))} B, engine "
                 f"{'/'.join(map(str, eng_pages))} B")
@@ -315,6 +334,40 @@ def _compare_tensors(out: _Collector, ref_side: _Side, eng_side: _Side, blocks_a
             out.add("tensor-bounds", [name], f"{name} ends at byte {r.end} (reference), {e.end} (engine)")
 
 
+def expected_of(reference: ReferenceAnswer, difference: Difference) -> tuple[str, Any, tuple[str, ...]]:
+    """What the reference's plan says about ``difference``: ``(layer, value, fields)``, where
+    ``layer`` is the (first) layer it concerns and ``value`` the reference's answer for its
+    class: the partition (``groups``), whether the group is merged (``group-form``), the kinds
+    the group's manager serves (``manager``), the block size, the pages, the spec (with the
+    ``fields`` that differ), the number of blocks, or the layer's tensor size, first byte, block
+    stride or end (``tensor-*``). A refusal has no value."""
+    layer = difference.layers[0] if difference.layers else ""
+    if isinstance(reference, BaseException) or difference.what in ("refused", "raised"):
+        return layer, None, ()
+    groups = _reference_groups(reference)
+    if difference.what == "groups":
+        return layer, sorted(sorted(g.names) for g in groups), ()
+    if difference.what == "num-blocks":
+        return layer, reference.num_blocks, ()
+    if difference.what == "tensor-layers":
+        return layer, 1, ()
+    if difference.what.startswith("tensor-"):
+        pages = {n: s.page_size_bytes for g in groups for n, s in g.specs.items()}
+        p = _placements((reference.tensors, pages, reference.num_blocks))[0][layer]
+        return layer, {"tensor-size": p.size, "tensor-offset": p.start, "tensor-stride": p.stride,
+                       "tensor-bounds": p.end}[difference.what], ()
+    group = next(g for g in groups if layer in g.names)
+    values: dict[str, Any] = {
+        "group-form": group.merged,
+        "manager": tuple(sorted(k.__name__ for k in SPEC_KINDS if manager_of_kind(k) == manager_of(group.first))),
+        "group-block-size": group.first.block_size,
+        "group-page": sorted({s.page_size_bytes for s in group.specs.values()}),
+        "group-spec": group.first,
+        "layer-spec": group.specs[layer],
+    }
+    return layer, values[difference.what], difference.fields
+
+
 def count_by_class(differences: Iterable[Difference]) -> dict[str, int]:
     """How many differences of each class (folded ones counted), in :data:`CLASSES` order."""
     counts = dict.fromkeys(CLASSES, 0)
@@ -323,4 +376,4 @@ def count_by_class(differences: Iterable[Difference]) -> dict[str, int]:
     return {c: n for c, n in counts.items() if n}
 
 
-__all__ = ["CLASSES", "Difference", "compare", "count_by_class", "judged_fields", "spec_mismatch"]
+__all__ = ["CLASSES", "Difference", "compare", "count_by_class", "expected_of", "judged_fields", "spec_mismatch"]
