@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -124,12 +123,14 @@ def _value(v: Any) -> str:
 
 def judged_fields(spec: KVCacheSpec) -> tuple[str, ...]:
     """The fields of ``spec`` a plan comparison reads: every field that is not advisory."""
-    return _judged(type(spec))
+    kind = type(spec)
+    held = _JUDGED.get(kind)
+    if held is None:
+        held = _JUDGED[kind] = tuple(f.name for f in dataclasses.fields(kind) if not is_advisory(f))
+    return held
 
 
-@functools.cache
-def _judged(kind: type[KVCacheSpec]) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(kind) if not is_advisory(f))
+_JUDGED: dict[type, tuple[str, ...]] = {}
 
 
 def spec_mismatch(expected: KVCacheSpec, actual: KVCacheSpec) -> tuple[str, ...]:

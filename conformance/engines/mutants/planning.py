@@ -174,10 +174,11 @@ def _consecutive(run: list[planning.PlanGroup], position: Mapping[str, int]) -> 
     """The groups of one split bucket re-cut, in the same sizes, from its layers in table order."""
     if len(run) < 2 or run[0].spec is None:
         return run
+    spec = run[0].spec
     ordered = sorted((n for g in run for n in g.layer_names), key=position.__getitem__)
     out, start = [], 0
     for g in run:
         part = tuple(ordered[start:start + len(g.layer_names)])
         start += len(part)
-        out.append(planning.PlanGroup(part, g.spec, tuple((n, g.spec) for n in part)))
+        out.append(planning.PlanGroup(part, spec, tuple((n, spec) for n in part)))
     return out
