@@ -75,6 +75,12 @@ class Difference:
         """``plan-differs-<class>:<Kind+Kind>[:<field,field>]``."""
         return signature(f"plan-differs-{self.what}", self.kinds, self.fields)
 
+    def signature_in(self, hybrid: bool) -> str:
+        """The signature of a finding of this difference (PLAN-MATCH-1): with the hybrid manager
+        off, the outcome says so (another path of the planner); the layout does not (one
+        defect in both layouts is one finding)."""
+        return signature(f"plan-differs-{self.what}{'' if hybrid else '-hybrid-off'}", self.kinds, self.fields)
+
     def __str__(self) -> str:
         return f"{self.what}: {self.detail}" + (f" (and {self.more} more)" if self.more else "")
 
@@ -190,8 +196,9 @@ def compare(reference: ReferenceAnswer, answer: EngineAnswer, engine: Any = None
             out.add("refused", names, f"the reference refuses ({str(reference)[:80]}); the engine plans "
                                       f"{len(answer.groups)} groups")
         elif isinstance(answer, BaseException) and not isinstance(reference, BaseException):
-            out.add("raised", names, f"the engine raised {type(answer).__name__}: {str(answer)[:80]}; the "
-                                     f"reference plans {len(reference.groups)} groups")
+            raised = getattr(answer, "described", None) or f"{type(answer).__name__}: {answer}"
+            out.add("raised", names, f"the engine raised {raised[:100]}; the reference plans "
+                                     f"{len(reference.groups)} groups")
         return out.result()
     ref_groups, eng_groups = _reference_groups(reference), _engine_groups(answer)
     page = _Pages(engine)

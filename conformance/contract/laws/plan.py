@@ -440,14 +440,13 @@ def _match_violation(ex: Example, hybrid: bool, block_outermost: bool, expected:
                      differences: Sequence[Difference]) -> Violation:
     first, memory = differences[0], budget_of(ex.table)
     more = f" (and {len(differences) - 1} more difference{'s' * (len(differences) > 2)})" if len(differences) > 1 else ""
-    outcome = f"plan-differs-{first.what}{'' if hybrid else '-hybrid-off'}"
     if first.what == "raised":
         expect: Any = PlanRaised(memory, hybrid, block_outermost)
     else:
         layer, value, fields = expected_of(expected, first)
         expect = PlanMatches(memory, hybrid, block_outermost, first.what, layer, value, fields)
     return Violation(f"{_setting(hybrid, block_outermost)}: the plan differs from the reference's: {first}{more}",
-                     expect, signature(outcome, first.kinds, first.fields))
+                     expect, first.signature_in(hybrid))
 
 
 def check_match(engine: Engine, ex: Example) -> None:
