@@ -319,7 +319,8 @@ def _packed_groups(table: Mapping[str, KVCacheSpec]) -> list[PlanGroup]:
     ``_get_packed_kv_cache_groups``): layers in buckets of one type, first fit; a bucket whose
     page sizes occur equally often is a repeating pattern and is split into groups of about
     the same number of repeats (``approximate_gcd``, no fewer than the largest mixed pattern);
-    state buckets (Mamba, rings) are split to the states one block of the widest group holds.
+    state buckets (Mamba, rings) are split to the states one block of the widest group holds
+    (a bucket whose pages repeat unevenly has no pattern: every n-th layer to a group).
     Every group keeps its members' own specs."""
     buckets: list[dict[str, KVCacheSpec]] = []
     for name, spec in table.items():
@@ -360,10 +361,12 @@ def _packed_groups(table: Mapping[str, KVCacheSpec]) -> list[PlanGroup]:
         if n == 1:
             groups.append(_per_member(bucket))
             continue
-        pattern = list(zip(*by_page.values(), strict=False))
-        for i in range(n):
-            names = [name for repeat in pattern[i::n] for name in repeat]
-            groups.append(_per_member({name: bucket[name] for name in names}))
+        if balanced:  # whole pattern repeats, every n-th to the i-th group
+            pattern = list(zip(*by_page.values(), strict=True))
+            parts = [[name for repeat in pattern[i::n] for name in repeat] for i in range(n)]
+        else:  # no repeating pattern (a state bucket of several pages): every n-th layer
+            parts = [list(bucket)[i::n] for i in range(n)]
+        groups.extend(_per_member({name: bucket[name] for name in names}) for names in parts if names)
     return groups
 
 

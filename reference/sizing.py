@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from kvcontract.reference.merge import GroupingError
 from kvcontract.reference.planning import PlanGroup, plan_groups
-from kvcontract.reference.roles import is_advisory
+from kvcontract.reference.roles import AnnotationRule, Role, role_of, rule_of
 from kvcontract.reference.specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -86,11 +86,19 @@ def bytes_per_block(groups: Sequence[PlanGroup], block_outermost: bool = False) 
 
 
 def layout_key(spec: KVCacheSpec) -> tuple[object, ...]:
-    """What decides whether two layers of a group share a tensor: their kind and every field
-    that is not advisory (an advisory field, e.g. ``is_draft``, shapes no byte of the cache and
-    is read by nothing that views it; vLLM 0.34.0 leaves ``is_draft`` out of its specs'
+    """What decides whether two layers of a group share a tensor: their spec, up to the flags a
+    group unions over its members (ANNOTATION fields merged by ``ANY``: ``is_draft``), which say
+    who owns a layer, not what it holds (vLLM 0.34.0 leaves ``is_draft`` out of its specs'
     equality, which keys its tensors)."""
-    return (type(spec), *(getattr(spec, f.name) for f in dataclasses.fields(spec) if not is_advisory(f)))
+    kind = type(spec)
+    names = _KEYED.get(kind)
+    if names is None:
+        names = _KEYED[kind] = tuple(f.name for f in dataclasses.fields(spec)
+                                     if not (role_of(f) is Role.ANNOTATION and rule_of(f) is AnnotationRule.ANY))
+    return (kind, *(getattr(spec, n) for n in names))
+
+
+_KEYED: dict[type, tuple[str, ...]] = {}
 
 
 def size_plan(groups: Sequence[PlanGroup], memory_bytes: int, block_outermost: bool = False) -> KVCachePlan:

@@ -222,19 +222,29 @@ def _table_of(reference: ReferenceAnswer, answer: EngineAnswer) -> dict[str, KVC
 
 
 class _Pages:
-    """The engine side's page of each spec (the engine's own rule), asked once per spec object."""
+    """The engine side's page of each spec (the engine's own rule), asked once per spec value
+    and engine (specs are immutable values; one check compares thousands of plans of few specs)."""
+
+    _HELD: dict[int, tuple[Any, dict[KVCacheSpec, int]]] = {}
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
-        self.held: dict[int, tuple[KVCacheSpec, int]] = {}
+        held = self._HELD.get(id(engine))
+        if held is None or held[0] is not engine:
+            if len(self._HELD) > 8:
+                self._HELD.clear()
+            held = self._HELD[id(engine)] = (engine, {})
+        self.pages = held[1]
 
     def __call__(self, spec: KVCacheSpec) -> int:
         if self.engine is None:
             return spec.page_size_bytes
-        held = self.held.get(id(spec))
-        if held is None or held[0] is not spec:
-            held = self.held[id(spec)] = (spec, int(self.engine.page_size(self.engine.to_engine(copy.copy(spec)))))
-        return held[1]
+        page = self.pages.get(spec)
+        if page is None:
+            if len(self.pages) > 1 << 14:
+                self.pages.clear()
+            page = self.pages[spec] = int(self.engine.page_size(self.engine.to_engine(copy.copy(spec))))
+        return page
 
 
 def _compare_groups(out: _Collector, ref: list[_Group], eng: list[_Group], page: _Pages) -> None:
