@@ -10,7 +10,12 @@ import pytest
 
 from kvcontract import reference
 from kvcontract.conformance.contract.model import Example, Violation
-from kvcontract.conformance.contract.plan_compare import CLASSES, compare, count_by_class, expected_of
+from kvcontract.conformance.contract.plan_compare import (
+    CLASSES,
+    compare,
+    count_by_class,
+    expected_of,
+)
 from kvcontract.conformance.engines.mutants import load_mutant
 from kvcontract.conformance.engines.protocol import EngineGroup, EnginePlan, EngineTensor
 from kvcontract.conformance.engines.reference import ReferenceEngine, plan_of
