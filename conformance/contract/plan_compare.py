@@ -355,7 +355,7 @@ def _compare_tensors(out: _Collector, ref_side: _Side, eng_side: _Side, blocks_a
 def expected_of(reference: ReferenceAnswer, difference: Difference) -> tuple[str, Any, tuple[str, ...]]:
     """What the reference's plan says about ``difference``: ``(layer, value, fields)``, where
     ``layer`` is the (first) layer it concerns and ``value`` the reference's answer for its
-    class: the partition (``groups``), whether the group is merged (``group-form``), the kinds
+    class: the partition (``groups``), ``merged`` or ``per-member`` (``group-form``), the kinds
     the group's manager serves (``manager``), the block size, the pages, the spec (with the
     ``fields`` that differ), the number of blocks, or the layer's tensor size, first byte, block
     stride or end (``tensor-*``). A refusal has no value."""
@@ -376,7 +376,7 @@ def expected_of(reference: ReferenceAnswer, difference: Difference) -> tuple[str
                        "tensor-bounds": p.end}[difference.what], ()
     group = next(g for g in groups if layer in g.names)
     values: dict[str, Any] = {
-        "group-form": group.merged,
+        "group-form": "merged" if group.merged else "per-member",
         "manager": tuple(sorted(k.__name__ for k in SPEC_KINDS if manager_of_kind(k) == manager_of(group.first))),
         "group-block-size": group.first.block_size,
         "group-page": sorted({s.page_size_bytes for s in group.specs.values()}),

@@ -185,7 +185,7 @@ class PlanTensors(_Planned):
 
 _OBSERVED = {
     "groups": "sorted(sorted(names) for names, _ in pairs)",
-    "group-form": "not hasattr(_group_of(layer)[1], 'kv_cache_specs')",
+    "group-form": "'per-member' if hasattr(_group_of(layer)[1], 'kv_cache_specs') else 'merged'",
     "manager": "type(_layer_spec(_group_of(layer)[0][0])).__name__ in expected",
     "group-block-size": "_layer_spec(_group_of(layer)[0][0]).block_size",
     "group-page": "sorted({PAGE for n in _group_of(layer)[0]})",
