@@ -194,10 +194,14 @@ class Planning(Protocol):
     """An adapter that drives its engine's planner (optional; chapter PLAN).
 
     ``plan_layers`` plans ``objs_by_layer`` within ``memory_bytes``, with the engine's
-    hybrid manager on or off, in a layer-outermost or block-outermost cache layout; ``planning_unavailable()`` says why the planner cannot be
-    driven here (None: it can). ``render_plan`` is snippet source calling the planner,
-    ``render_plan_view`` source turning its result into ``(num_blocks, [(layer_names,
-    size, offset, layer_stride, block_stride), ...], [(layer_names, spec), ...])``.
+    hybrid manager on or off, in a layer-outermost or block-outermost cache layout;
+    ``planning_unavailable()`` says why the planner cannot be driven here (None: it can).
+    ``render_plan`` is snippet source calling the planner (``block_outermost_expr``: the
+    layout, an expression of a bool), ``render_plan_view`` source turning its result into
+    ``(num_blocks, [(layer_names, size, offset, layer_stride, block_stride), ...],
+    [(layer_names, spec), ...])``. An adapter whose engine cannot plan block-outermost here
+    may say why with ``block_outermost_unavailable()`` (optional; PLAN-MATCH-1 then judges
+    the layer-outermost layout only).
     """
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
@@ -205,7 +209,8 @@ class Planning(Protocol):
 
     def planning_unavailable(self) -> str | None: ...
 
-    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str: ...
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str,
+                    block_outermost_expr: str = "False") -> str: ...
 
     def render_plan_view(self, plan_expr: str) -> str: ...
 

@@ -184,8 +184,10 @@ class Defective(ReferenceEngine):
     def render_merge(self, specs_expr: str) -> str:
         return f"_engine.merge({specs_expr})"
 
-    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str:
-        return f"_engine.plan_layers({table_expr}, {memory_expr}, hybrid={hybrid_expr})"
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str,
+                    block_outermost_expr: str = "False") -> str:
+        return (f"_engine.plan_layers({table_expr}, {memory_expr}, hybrid={hybrid_expr}, "
+                f"block_outermost={block_outermost_expr})")
 
     def render_plan_view(self, plan_expr: str) -> str:
         return (f"({plan_expr}.num_blocks, [(t.layer_names, t.size_bytes, t.offset, t.layer_stride, t.block_stride) "

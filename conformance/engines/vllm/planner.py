@@ -126,8 +126,23 @@ class VllmPlanning(VllmSnippets):
         tensors = tuple(e for t in kv_config.kv_cache_tensors for e in _engine_tensors(t))
         return EnginePlan(tuple(self._engine_groups(kv_config.kv_cache_groups)), int(kv_config.num_blocks), tensors)
 
-    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str:
-        config = self.render_values(self._plan_values(_Source(f"not ({hybrid_expr})")))
+    def block_outermost_unavailable(self) -> str | None:
+        """Why this release cannot plan a block-outermost layout here (no such ``KVCacheLayout``), or None."""
+        try:
+            self._block_outermost_layout()
+        except PlanningUnavailable as exc:
+            return str(exc)
+        return None
+
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str,
+                    block_outermost_expr: str = "False") -> str:
+        values = self._plan_values(_Source(f"not ({hybrid_expr})"))
+        if block_outermost_expr != "False" and self.block_outermost_unavailable() is None:
+            module = f"__import__({self.LAYOUT_MODULE!r}, fromlist=['x']).KVCacheLayout"
+            outer, inner = self._block_outermost_layout()(), self._neutral("cache_config.get_resolved_kv_cache_layout")()
+            values["cache_config.get_resolved_kv_cache_layout"] = _Source(
+                f"(lambda: {module}.{outer.name} if ({block_outermost_expr}) else {module}.{inner.name})")
+        config = self.render_values(values)
         return (f"(lambda config, table: get_kv_cache_config_from_groups(config, get_kv_cache_groups(config, "
                 f"dict(table)), {memory_expr}))({config}, {table_expr})")
 
