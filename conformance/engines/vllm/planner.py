@@ -138,7 +138,7 @@ class VllmPlanning(VllmSnippets):
                     block_outermost_expr: str = "False") -> str:
         values = self._plan_values(_Source(f"not ({hybrid_expr})"))
         if block_outermost_expr != "False" and self.block_outermost_unavailable() is None:
-            module = f"__import__({self.LAYOUT_MODULE!r}, fromlist=['x']).KVCacheLayout"
+            module = f"__import__({self.homes.layout!r}, fromlist=['x']).KVCacheLayout"
             outer, inner = self._block_outermost_layout()(), self._neutral("cache_config.get_resolved_kv_cache_layout")()
             values["cache_config.get_resolved_kv_cache_layout"] = _Source(
                 f"(lambda: {module}.{outer.name} if ({block_outermost_expr}) else {module}.{inner.name})")
