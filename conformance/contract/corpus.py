@@ -345,7 +345,21 @@ def current_corpus() -> Corpus | None:
 def distinct_tables(corpus: Corpus) -> list[tuple[CorpusTable, list[str]]]:
     """The corpus's tables up to what a planner can tell apart (the same specs in the same order,
     whatever the layer names): one representative each, with the names of every table it stands
-    for (the representative first)."""
+    for (the representative first). Worked out once per corpus object."""
+    held = _DISTINCT.get(id(corpus))
+    if held is not None and held[0] is corpus:
+        return held[1]
+    if len(_DISTINCT) >= 4:
+        _DISTINCT.clear()
+    found = _distinct_tables(corpus)
+    _DISTINCT[id(corpus)] = (corpus, found)
+    return found
+
+
+_DISTINCT: dict[int, tuple[Corpus, list[tuple[CorpusTable, list[str]]]]] = {}
+
+
+def _distinct_tables(corpus: Corpus) -> list[tuple[CorpusTable, list[str]]]:
     seen: dict[tuple[Any, ...], tuple[CorpusTable, list[str]]] = {}
     for table in corpus.tables:
         key = (tuple(spec for _, spec in table.layers), table.settings.hybrid, table.settings.layout)

@@ -51,8 +51,20 @@ def _merges(specs: list[KVCacheSpec]) -> bool:
     return True
 
 
+_GROUPED: dict[tuple[int, int], tuple[Engine, tuple[tuple[str, KVCacheSpec], ...], list[list[KVCacheSpec]]]] = {}
+
+
 def _engine_groups(engine: Engine, table: tuple[tuple[str, KVCacheSpec], ...]) -> list[list[KVCacheSpec]]:
-    """The members of each group the engine forms from ``table`` (none when it cannot group it)."""
+    """The members of each group the engine forms from ``table`` (none when it cannot group it),
+    asked once per engine and table (the group shapes share it)."""
+    key = (id(engine), id(table))
+    held = _GROUPED.get(key)
+    if held is None or held[0] is not engine or held[1] is not table:
+        held = _GROUPED[key] = (engine, table, _ask_groups(engine, table))
+    return held[2]
+
+
+def _ask_groups(engine: Engine, table: tuple[tuple[str, KVCacheSpec], ...]) -> list[list[KVCacheSpec]]:
     by_name = dict(table)
     try:
         from kvcontract.conformance.contract.laws.common import to_engine  # laws import this module
@@ -97,7 +109,7 @@ def _model_examples(engine: Engine, corpus: Corpus, shape: str) -> Iterator[tupl
     elif shape in GROUP_SHAPES:
         groups: set[tuple[KVCacheSpec, ...]] = set()
         for table, _ in tables:
-            for members in _engine_groups(engine, tuple(table.layers)):
+            for members in _engine_groups(engine, table.layers):
                 distinct = tuple(_distinct(members))
                 if len(distinct) > 1 and distinct not in groups and _merges(list(distinct)):
                     groups.add(distinct)
