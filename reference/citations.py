@@ -133,8 +133,9 @@ RSWASPEC_RSWA_WINDOW = (
     "(vllm/v1/core/single_type_kv_cache_manager.py:916 `rswa_window` in RSWAManager.__init__)")
 
 SINKFULLATTENTIONSPEC_SINK_LEN = (
-    "the block manager reserves the sink blocks of the group's spec "
-    "(vllm/v1/core/single_type_kv_cache_manager.py:2224 `sink_len` in SinkFullAttentionManager.__init__)")
+    "the static-sink block manager checks that the sink tokens of the group's spec fill whole blocks "
+    "(vllm/v1/core/single_type_kv_cache_manager.py:2224 `sink_len` in SinkFullAttentionManager.__init__); "
+    "it allocates and frees as the full-attention manager does")
 
 SLIDINGWINDOWSPEC_SLIDING_WINDOW = (
     "the block manager frees blocks below the window of the group's spec "

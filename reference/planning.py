@@ -39,7 +39,6 @@ from kvcontract.reference.specs import (
     MambaSpec,
     MLAAttentionSpec,
     RSWASpec,
-    SinkFullAttentionSpec,
     SlidingWindowSpec,
 )
 
@@ -50,15 +49,21 @@ _MANAGERS: tuple[tuple[type[KVCacheSpec], str], ...] = (
     (HiSparseHotSpec, "hisparse-hot"),
     (HiSparseResidentSpec, "hisparse-resident"),
     (RSWASpec, "reference-sliding-window"),
-    (SinkFullAttentionSpec, "sink-full-attention"),
     (SlidingWindowSpec, "sliding-window"),  # SlidingWindowMLASpec too
     (ChunkedLocalAttentionSpec, "chunked-local"),
     (CircularBufferSpec, "circular-buffer"),
     (CrossAttentionSpec, "cross-attention"),
     (MambaSpec, "mamba"),
-    (FullAttentionSpec, "full-attention"),  # MLA and hidden-state layers too
+    (FullAttentionSpec, "full-attention"),  # MLA, hidden-state and static-sink layers too
 )
-"""The block manager that serves each kind (vLLM 0.34.0's ``register_all_kvcache_specs``)."""
+"""The block manager that serves each kind (vLLM 0.34.0's ``register_all_kvcache_specs``). A
+static-sink layer's manager is the full-attention manager plus one check at its construction
+(``SinkFullAttentionManager.__init__`` asserts that the sink tokens fill whole blocks): it
+allocates, keeps and frees blocks as full attention does, so it is the full-attention type."""
+
+_NOT_TYPE = frozenset({"dcp_sharded", "sink_len"})
+"""ALLOCATION fields that are no part of the type test: ``dcp_sharded`` is judged on its own;
+``sink_len`` is read by no manager beyond that construction check of the group's first member."""
 
 _MAMBA_SHARED = ("page_size_bytes", "state_alignment")
 """Layout values Mamba members must share beyond their allocation fields (the engine's own
@@ -67,13 +72,18 @@ type test compares them; its state pages are laid out per group)."""
 
 def manager_of(spec: KVCacheSpec) -> str | None:
     """The block manager serving ``spec``'s kind; None for a kind without one (encoder-only)."""
-    return next((name for base, name in _MANAGERS if isinstance(spec, base)), None)
+    return manager_of_kind(type(spec))
+
+
+def manager_of_kind(kind: type[KVCacheSpec]) -> str | None:
+    """The block manager serving ``kind``; None for a kind without one (encoder-only)."""
+    return next((name for base, name in _MANAGERS if issubclass(kind, base)), None)
 
 
 def type_mismatch(first: KVCacheSpec, other: KVCacheSpec) -> str | None:
     """What keeps two layers out of one per-member group (PLAN-TYPE-1): ``block_size``,
-    ``dcp_sharded``, ``manager``, an ALLOCATION field's name, or a Mamba layout value's;
-    None when they may share one."""
+    ``dcp_sharded``, ``manager``, an ALLOCATION field's name (``sink_len`` excepted), or a Mamba
+    layout value's; None when they may share one."""
     if other.block_size != first.block_size:
         return "block_size"
     if other.dcp_sharded != first.dcp_sharded:
@@ -81,7 +91,7 @@ def type_mismatch(first: KVCacheSpec, other: KVCacheSpec) -> str | None:
     if manager_of(first) is None or manager_of(other) != manager_of(first):
         return "manager"
     fields = {f.name: f for s in (first, other) for f in dataclasses.fields(s)
-              if role_of(f) is Role.ALLOCATION and f.name != "dcp_sharded"}
+              if role_of(f) is Role.ALLOCATION and f.name not in _NOT_TYPE}
     for name, f in fields.items():  # a field one kind lacks reads as its default in the other
         default = None if f.default is dataclasses.MISSING else f.default
         if getattr(first, name, default) != getattr(other, name, default):
@@ -211,8 +221,10 @@ def unify_hybrid(table: Mapping[str, KVCacheSpec]) -> dict[str, KVCacheSpec]:
     return out
 
 
-def _one_group(part: Mapping[str, KVCacheSpec]) -> PlanGroup:
-    if is_uniform(part):
+def _one_group(part: Mapping[str, KVCacheSpec], packed: bool = False) -> PlanGroup:
+    """One sharding's group: merged where its layers merge, else per member; packed groups keep
+    their members' own specs, as every packed group does (:func:`_packed_groups`)."""
+    if is_uniform(part) and not packed:
         return _merged(list(part), list(part.values()))
     if is_uniform_type(part):
         return _per_member(part)
@@ -252,8 +264,7 @@ def _full_allocation_fallback(table: Mapping[str, KVCacheSpec]) -> PlanGroup | N
     return _per_member(promoted) if is_uniform_type(promoted) else None
 
 
-def _hidden_state_groups(groups: list[PlanGroup], hidden: Mapping[str, HiddenStateCacheSpec]
-                         ) -> list[PlanGroup]:
+def _hidden_state_groups(groups: list[PlanGroup], hidden: Mapping[str, KVCacheSpec]) -> list[PlanGroup]:
     """PLAN-HIDDEN-1: each hidden-state layer in a group of its own, its page padded to the
     groups' common page; the block size the largest divisor of the groups' block sizes whose
     tokens fit that page (the groups' blocks grow first when one token does not)."""
@@ -308,7 +319,8 @@ def _packed_groups(table: Mapping[str, KVCacheSpec]) -> list[PlanGroup]:
     ``_get_packed_kv_cache_groups``): layers in buckets of one type, first fit; a bucket whose
     page sizes occur equally often is a repeating pattern and is split into groups of about
     the same number of repeats (``approximate_gcd``, no fewer than the largest mixed pattern);
-    state buckets (Mamba, rings) are split to the states one block of the widest group holds.
+    state buckets (Mamba, rings) are split to the states one block of the widest group holds
+    (a bucket whose pages repeat unevenly has no pattern: every n-th layer to a group).
     Every group keeps its members' own specs."""
     buckets: list[dict[str, KVCacheSpec]] = []
     for name, spec in table.items():
@@ -349,22 +361,66 @@ def _packed_groups(table: Mapping[str, KVCacheSpec]) -> list[PlanGroup]:
         if n == 1:
             groups.append(_per_member(bucket))
             continue
-        pattern = list(zip(*by_page.values(), strict=False))
-        for i in range(n):
-            names = [name for repeat in pattern[i::n] for name in repeat]
-            groups.append(_per_member({name: bucket[name] for name in names}))
+        if balanced:  # whole pattern repeats, every n-th to the i-th group
+            pattern = list(zip(*by_page.values(), strict=True))
+            parts = [[name for repeat in pattern[i::n] for name in repeat] for i in range(n)]
+        else:  # no repeating pattern (a state bucket of several pages): every n-th layer
+            parts = [list(bucket)[i::n] for i in range(n)]
+        groups.extend(_per_member({name: bucket[name] for name in names}) for names in parts if names)
     return groups
+
+
+def _split_hidden(table: Mapping[str, KVCacheSpec]) -> tuple[dict[str, KVCacheSpec], dict[str, KVCacheSpec]]:
+    """The hidden-state layers, and the others (PLAN-HIDDEN-1 sets the first apart)."""
+    hidden: dict[str, KVCacheSpec] = {n: s for n, s in table.items() if isinstance(s, HiddenStateCacheSpec)}
+    return hidden, {n: s for n, s in table.items() if n not in hidden}
+
+
+def _with_hidden(groups: list[PlanGroup], hidden: Mapping[str, KVCacheSpec], packed: bool) -> list[PlanGroup]:
+    """``groups`` and the hidden-state layers, one group each (PLAN-HIDDEN-1): padded to the
+    common page where the pages are unified; as they are where the groups are packed (a
+    block-outermost block holds every page side by side); one per-member group where there is
+    nothing else and they are of one type."""
+    if not hidden:
+        return groups
+    if not groups:
+        return [_per_member(hidden)] if is_uniform_type(hidden) else [_merged([n], [s]) for n, s in hidden.items()]
+    if packed:
+        return [*groups, *(_merged([n], [s]) for n, s in hidden.items())]
+    return _hidden_state_groups(groups, hidden)
+
+
+def _is_packed(table: Mapping[str, KVCacheSpec], block_outermost: bool) -> bool:
+    """Whether the layers are packed rather than brought to one page: a block-outermost block
+    holds every layer's page side by side, so layers of several pages need no common page."""
+    return block_outermost and len({s.page_size_bytes for s in table.values()}) > 1
+
+
+def _hybrid_off_groups(table: Mapping[str, KVCacheSpec], block_outermost: bool
+                       ) -> tuple[dict[str, KVCacheSpec], list[PlanGroup] | None]:
+    """PLAN-HYBRID-1: the local layers promoted per DCP sharding, and no groups when the result
+    is of one type (the general path then plans it as one group), else one group per sharding,
+    on one page size unless the layout packs them, the hidden-state layers in groups of their
+    own (PLAN-HIDDEN-1)."""
+    unified = unify_hybrid(table)
+    if is_uniform(unified) or is_uniform_type(unified):
+        return unified, None
+    hidden, rest = _split_hidden(unified)
+    packed = _is_packed(rest, block_outermost)
+    groups = [_one_group(part, packed) for part in sharding_parts(rest if packed else unify_page_sizes(rest))]
+    return unified, _with_hidden(groups, hidden, packed)
 
 
 def plan_groups(table: Mapping[str, KVCacheSpec], *, hybrid: bool = True,
                 block_outermost: bool = False) -> list[PlanGroup]:
     """Arrange the layers into KV-cache groups (chapters GROUP and PLAN).
 
-    In order: no layers: no groups; with ``hybrid=False`` the local layers are promoted
-    and each DCP sharding is one group (PLAN-HYBRID-1); layers that all merge: one merged group (GROUP-SHARE-1); layers
-    of one type: one per-member group (PLAN-TYPE-1); otherwise hidden-state layers are set
-    apart (PLAN-HIDDEN-1); with ``block_outermost`` (every block holds all layers' pages side
-    by side) layers of several page sizes are packed (:func:`_packed_groups`); else the pages
+    In order: no layers: no groups; with ``hybrid=False`` the local layers are promoted and
+    each DCP sharding is one group (PLAN-HYBRID-1), the hidden-state layers set apart as below;
+    layers that all merge: one merged group (GROUP-SHARE-1); layers of one type: one
+    per-member group (PLAN-TYPE-1); otherwise hidden-state layers are set apart
+    (PLAN-HIDDEN-1); with ``block_outermost`` (every block holds all layers' pages side by
+    side) layers of several page sizes are packed (:func:`_packed_groups`); else the pages
     are unified (GROUP-PAGE-1), falling back to full allocation where they cannot be
     (GROUP-MERGED-1), bucketed by merge and split into groups of about equal size; the
     hidden-state layers come last, one group each.
@@ -375,19 +431,16 @@ def plan_groups(table: Mapping[str, KVCacheSpec], *, hybrid: bool = True,
     if not table:
         return []
     if not hybrid:
-        unified = unify_hybrid(table)
-        if is_uniform(unified) or is_uniform_type(unified):
-            table = unified
-        else:  # one group per sharding, on one page size (GROUP-PAGE-1)
-            return [_one_group(part) for part in sharding_parts(unify_page_sizes(unified))]
+        table, groups = _hybrid_off_groups(table, block_outermost)
+        if groups is not None:
+            return groups
     if is_uniform(table):
         return [_merged(list(table), list(table.values()))]
     if is_uniform_type(table):
         return [_per_member(table)]
-    hidden = {n: s for n, s in table.items() if isinstance(s, HiddenStateCacheSpec)}
-    rest = {n: s for n, s in table.items() if n not in hidden}
-    if block_outermost and rest and len({s.page_size_bytes for s in rest.values()}) > 1:
-        return [*_packed_groups(rest), *(_merged([n], [s]) for n, s in hidden.items())]
+    hidden, rest = _split_hidden(table)
+    if rest and _is_packed(rest, block_outermost):
+        return _with_hidden(_packed_groups(rest), hidden, packed=True)
     try:
         unified = unify_page_sizes(rest)
     except GroupingError:
@@ -395,9 +448,4 @@ def plan_groups(table: Mapping[str, KVCacheSpec], *, hybrid: bool = True,
         if fallback is None:
             raise
         return [fallback]
-    groups = _equal_groups(merge_buckets(unified)) if unified else []
-    if hidden and groups:
-        groups = _hidden_state_groups(groups, hidden)
-    elif hidden:
-        groups = [_per_member(hidden)] if is_uniform_type(hidden) else [_merged([n], [s]) for n, s in hidden.items()]
-    return groups
+    return _with_hidden(_equal_groups(merge_buckets(unified)) if unified else [], hidden, packed=False)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from kvcontract.reference.merge import GroupingError
 from kvcontract.reference.planning import PlanGroup, plan_groups
+from kvcontract.reference.roles import AnnotationRule, Role, role_of, rule_of
 from kvcontract.reference.specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -84,9 +85,25 @@ def bytes_per_block(groups: Sequence[PlanGroup], block_outermost: bool = False) 
     return round_up(largest, alignment) if largest else 0
 
 
+def layout_key(spec: KVCacheSpec) -> tuple[object, ...]:
+    """What decides whether two layers of a group share a tensor: their spec, up to the flags a
+    group unions over its members (ANNOTATION fields merged by ``ANY``: ``is_draft``), which say
+    who owns a layer, not what it holds (vLLM 0.34.0 leaves ``is_draft`` out of its specs'
+    equality, which keys its tensors)."""
+    kind = type(spec)
+    names = _KEYED.get(kind)
+    if names is None:
+        names = _KEYED[kind] = tuple(f.name for f in dataclasses.fields(spec)
+                                     if not (role_of(f) is Role.ANNOTATION and rule_of(f) is AnnotationRule.ANY))
+    return (kind, *(getattr(spec, n) for n in names))
+
+
+_KEYED: dict[type, tuple[str, ...]] = {}
+
+
 def size_plan(groups: Sequence[PlanGroup], memory_bytes: int, block_outermost: bool = False) -> KVCachePlan:
     """PLAN-SIZE-1 and PLAN-TENSOR-1: as many blocks as the budget buys, and per group one
-    tensor per distinct layer spec, holding that spec's layers.
+    tensor per distinct layer layout (:func:`layout_key`), holding those layers.
 
     raises: GroupingError
     post: __return__.used_bytes <= memory_bytes
@@ -103,11 +120,11 @@ def size_plan(groups: Sequence[PlanGroup], memory_bytes: int, block_outermost: b
     num_blocks = memory_bytes // per_block
     tensors = []
     for g in groups:  # every group's tensors start at byte 0: a block ID has one owner
-        by_spec: dict[KVCacheSpec, list[str]] = {}
+        by_layout: dict[tuple[object, ...], tuple[KVCacheSpec, list[str]]] = {}
         for name, spec in g.layer_specs:
-            by_spec.setdefault(spec, []).append(name)
+            by_layout.setdefault(layout_key(spec), (spec, []))[1].append(name)
         offset = 0
-        for spec, names in by_spec.items():
+        for spec, names in by_layout.values():
             page = spec.page_size_bytes
             if block_outermost:  # each block: every layer's page side by side
                 tensors.append(PlanTensor(tuple(names), per_block * num_blocks, page, offset, page, per_block))

@@ -233,8 +233,9 @@ class MLAAttentionSpec(FullAttentionSpec):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class HiddenStateCacheSpec(MLAAttentionSpec):
     """A layer's hidden-state cache (hidden-state extraction), stored in an MLA
-    page: a kind of its own, never in a group with MLA attention layers
-    (MERGE-KIND-1, ERROR-KIND-1). No fields beyond MLA's."""
+    page: a kind of its own, never merged with MLA attention layers (MERGE-KIND-1,
+    ERROR-KIND-1); a per-member group may hold both (PLAN-TYPE-1), and with several
+    groups it is alone (PLAN-HIDDEN-1). No fields beyond MLA's."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

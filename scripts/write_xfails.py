@@ -30,8 +30,12 @@ from kvcontract.conformance.reports.expectations import toml_value
 
 
 def _cites(review: dict[str, Any], defect: dict[str, Any]) -> str | None:
-    """Why ``review`` does not fit ``defect`` (its location is not one the report traced), or None."""
+    """Why ``review`` does not fit ``defect`` (its location is not one the report traced), or None.
+    A defect the report could not trace to a line (a drift-guard finding: a class or field is
+    unclassified) is reviewed without a location."""
     cited = str(review.get("location", ""))
+    if not defect.get("location") and not defect.get("lines"):
+        return None if not cited else f"review of {defect['id']} cites {cited}; the report traced it to no line"
     file, _, line = cited.rpartition(":")
     traced_file = str(defect.get("location", "")).rpartition(":")[0]
     if not line.isdigit() or file != traced_file or int(line) not in set(defect.get("lines") or []):

@@ -291,3 +291,74 @@ def test_a_glm5_like_hybrid_packs_its_pattern_into_block_outermost_groups():
     (stride,) = {t.block_stride for t in p.tensors}
     assert stride % (32 * 576 * 2) == 0 and stride % (64 * 132) == 0
     assert sum(len(t.layer_names) for t in p.tensors) == len(table)
+
+
+# -- test_mixed_page_size_groups_use_spec_compatibility, test_windowed_dspark_draft_keeps_its_dcp_layout,
+#    test_sparse_mla_preserves_physical_row_addressing: block-outermost packing ------------------
+
+
+def _peer(name: str) -> dict[str, object]:
+    from kvcontract.conformance.engines.vllm.tables.peer_planning import peer_tables
+
+    return dict(peer_tables(with_variants=False))[name]  # type: ignore[return-value]
+
+
+def test_mixed_pages_pack_by_type_into_groups_of_two_three_and_six():
+    groups = planning.plan_groups(_peer("mixed-page-groups/mla+indexer+swa-mla"), block_outermost=True)  # type: ignore[arg-type]
+    assert sorted(len(g.layer_names) for g in groups) == [2, 3, 6]
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_a_windowed_dspark_draft_keeps_its_group_and_its_dcp_sharding(sharded):
+    table = _peer(f"windowed-dspark/dcp-{'sharded' if sharded else 'replicated'}")
+    groups = planning.plan_groups(table, block_outermost=True)  # type: ignore[arg-type]
+    assert [list(g.layer_names) for g in groups] == [["target.0.attn", "target.0.indexer.k_cache", "target.1.attn"],
+                                                     ["draft.2.attn", "draft.3.attn"]]
+    assert [g.layer_specs[0][1].dcp_sharded for g in groups] == [True, sharded]
+
+
+def test_hybrid_off_block_outermost_packs_each_sharding_instead_of_unifying_pages():
+    # The sparse MLA target's page neither divides nor pads to the replicated draft's: unifying
+    # pages fails (the reference refused here before), but a block-outermost block holds every
+    # page side by side, so vLLM packs: one per-member group per DCP sharding.
+    table = _peer("sparse-mla-rows/target+draft")
+    with pytest.raises(GroupingError):
+        planning.plan_groups(table, hybrid=False)  # type: ignore[arg-type]
+    groups = planning.plan_groups(table, hybrid=False, block_outermost=True)  # type: ignore[arg-type]
+    assert [(g.layer_names, g.spec) for g in groups] == [(("target", "indexer"), None), (("draft",), None)]
+
+
+# -- the contract beside vLLM's registry: static sink, hidden states, drafts ----------------------
+
+
+def test_static_sink_layers_share_a_per_member_group_with_full_attention():
+    # vLLM registers SinkFullAttentionSpec with uniform_type_base_spec=FullAttentionSpec and a
+    # manager that is the full-attention manager plus one assert: one type (PLAN-TYPE-1).
+    sink = reference.SinkFullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype=KVDtype.BFLOAT16,
+                                           sink_len=32)
+    table = {"layers.0": sink, "layers.1": sink, "mtp.0": full(dtype=KVDtype.BFLOAT16, is_draft=True),
+             "layers.2": dataclasses.replace(sink, sink_len=64)}
+    (group,) = planning.plan_groups(table)
+    assert group.spec is None and set(group.layer_names) == set(table)
+    assert planning.type_mismatch(sink, full(dtype=KVDtype.BFLOAT16)) is None
+    assert planning.manager_of(sink) == planning.manager_of(full()) == "full-attention"
+
+
+def test_hybrid_off_sets_hidden_state_layers_apart_beside_two_shardings():
+    table = {"layer_1": full(block_size=64), "layer_2": swa(page_size_padded=32 * 1024, sliding_window=1024)}
+    table["draft_layer_1"] = dataclasses.replace(table["layer_1"], dcp_sharded=False)
+    table["draft_layer_2"] = dataclasses.replace(table["layer_2"], dcp_sharded=False)
+    table["cache_only_layers.0"] = HiddenStateCacheSpec(block_size=64, num_kv_heads=3, head_size=1024,
+                                                        dtype=KVDtype.BFLOAT16)
+    groups = planning.plan_groups(table, hybrid=False)
+    assert [g.layer_names for g in groups] == [("layer_1", "layer_2"), ("draft_layer_1", "draft_layer_2"),
+                                               ("cache_only_layers.0",)]
+    assert isinstance(groups[-1].spec, HiddenStateCacheSpec)
+    assert groups[-1].spec.page_size_bytes == groups[0].layer_specs[0][1].page_size_bytes
+
+
+def test_a_draft_copy_shares_its_targets_tensor():
+    # vLLM keys its tensors by spec equality, which leaves is_draft out (compare=False).
+    table = {"layers.0": full(), "draft.0": full(is_draft=True), "layers.1": full()}
+    planned = sizing.plan(table, PAGE * 3 * 8)
+    assert tensors_of(planned) == [(["layers.0", "draft.0", "layers.1"], PAGE * 8 * 3, 0, PAGE * 8, PAGE)]

@@ -121,6 +121,8 @@ CASES: tuple[Case, ...] = (
     Case(expectations.DecodeRows, "DISPATCH-ROWS-1", "route-all-decode", _request((1, 8))),
     Case(expectations.Unclassified, "ROLE-COVER-1", "cover", Example(field="LookaheadAttentionSpec")),
     Case(expectations.RoleFree, "ROLE-COVER-1", "cover", Example(field="LookaheadAttentionSpec", cut=1)),
+    Case(expectations.DeclaredRule, "ROLE-COVER-1", "declared", Example(specs=(_fa(),), field="FullAttentionSpec.num_kv_heads",
+                                                                         cut=2)),
     Case(plan_expectations.PlanRaised, "PLAN-SIZE-1", "plan-raises", UNIFORM),
     Case(plan_expectations.TypeOfMembers, "PLAN-TYPE-1", "plan:type-by-base",
          _table(_fa(), RSWASpec(block_size=16, num_kv_heads=1, head_size=64, dtype=KVDtype.BFLOAT16, rswa_window=64))),
@@ -131,6 +133,12 @@ CASES: tuple[Case, ...] = (
     Case(plan_expectations.PlanBacked, "PLAN-SIZE-1", "plan:blocks-rounded-up", UNIFORM),
     Case(plan_expectations.PlanUsed, "PLAN-SIZE-2", "plan:bytes-per-block-summed", TWO_KINDS),
     Case(plan_expectations.PlanTensors, "PLAN-TENSOR-1", "plan:tensor-per-group", _table(_fa(), _fa(head_size=128))),
+    Case(plan_expectations.PlanMatches, "PLAN-MATCH-1", "plan:contiguous-split",
+         _table(_fa(), _fa(), _sw(128), _sw(128), _sw(128), _sw(128))),
+    Case(plan_expectations.PlanMatches, "PLAN-MATCH-1", "plan:bytes-per-block-summed", TWO_KINDS),
+    Case(plan_expectations.PlanMatches, "PLAN-MATCH-1", "plan:tensor-per-group", _table(_fa(), _fa(head_size=128))),
+    Case(plan_expectations.PlanMatches, "PLAN-MATCH-1", "plan:type-by-base",
+         _table(_fa(), RSWASpec(block_size=16, num_kv_heads=1, head_size=64, dtype=KVDtype.BFLOAT16, rswa_window=64))),
 )
 
 

@@ -6,6 +6,7 @@ planning module; the ``vllm`` tests run it on the installed release.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import types
 from typing import Any
@@ -17,13 +18,16 @@ from kvcontract.conformance.engines.protocol import EngineUnavailable, GroupingA
 from kvcontract.conformance.engines.vllm.config import ConfigGap, StrictConfig
 from kvcontract.conformance.engines.vllm.engine import VllmEngine
 from kvcontract.conformance.engines.vllm.grouping import GroupingUnavailable
+from kvcontract.conformance.engines.vllm.homes import VLLM, VLLM_HOMES, EngineDeclaration
 
 NEUTRAL_CONFIG = VllmEngine.NEUTRAL_CONFIG
 
 
-def bare_engine(planning: Any, cls: type[VllmEngine] = VllmEngine) -> VllmEngine:
-    """A VllmEngine (or subclass) without a vLLM: only what grouping discovery uses."""
-    engine = object.__new__(cls)
+def bare_engine(planning: Any, declaration: EngineDeclaration = VLLM) -> VllmEngine:
+    """A VllmEngine without a vLLM: only what grouping discovery uses, from ``declaration``."""
+    engine = object.__new__(VllmEngine)
+    engine.declaration, engine.homes, engine.name = declaration, declaration.homes, declaration.name
+    engine._planning_problems = []
     engine.version = "9.9.9"
     engine.planning = planning
     engine.planning_module = getattr(planning, "__name__", None)
@@ -101,21 +105,37 @@ def test_no_grouping_function_is_unavailable_with_the_reason() -> None:
         engine.group_layers({})
 
 
-class ForkEngine(VllmEngine):
-    """A fork's adapter: vLLM's, with grouping kept elsewhere."""
+FORK = EngineDeclaration("fork", None, VLLM_HOMES.rebased(
+    "fork_of_vllm", planning=("fork_of_vllm.no_such_planning", "fork_of_vllm.planning")))
+"""A fork's declaration: vLLM's homes under its own package, with grouping kept elsewhere."""
 
-    PLANNING_MODULES = ("fork_of_vllm.no_such_planning", "fork_of_vllm.planning")
 
-
-def test_a_subclass_s_module_paths_are_the_ones_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_declarations_module_paths_are_the_ones_read(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = planning([])
     monkeypatch.setitem(sys.modules, "fork_of_vllm.planning", fake)
-    engine = bare_engine(None, ForkEngine)
+    engine = bare_engine(None, FORK)
     assert engine._find_planning() is fake  # the first that imports and has is_kv_cache_spec_uniform
 
 
-def test_a_subclass_whose_planning_module_is_missing_reports_it() -> None:
-    engine = bare_engine(None, ForkEngine)
+def test_a_planning_module_that_fails_to_import_is_named_as_that_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41: a module that fails to import (a light package missing) is not read as absence."""
+    engine = bare_engine(None, FORK)
+    real_import = __import__
+
+    def failing(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "fork_of_vllm.planning":
+            raise ModuleNotFoundError("No module named 'cbor2'", name="cbor2")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr("importlib.import_module", lambda name, package=None: failing(name))
+    assert engine._find_planning() is None
+    reason = engine.grouping_unavailable() or ""
+    assert "fork_of_vllm.planning failed: no module named 'cbor2'" in reason
+    assert "has no get_kv_cache_groups" not in reason and "no_such_planning" not in reason
+
+
+def test_a_declaration_whose_planning_module_is_missing_reports_it() -> None:
+    engine = bare_engine(None, FORK)
     assert engine._find_planning() is None
     assert isinstance(engine, GroupingAvailability)
     reason = engine.grouping_unavailable() or ""
@@ -162,14 +182,21 @@ def test_installed_release_routes_or_says_why(vllm_engine: VllmEngine) -> None:
 
 
 @pytest.mark.vllm
-def test_a_subclass_is_honoured_when_it_loads(vllm_engine: VllmEngine) -> None:
-    try:
-        fork = ForkEngine()
-    except EngineUnavailable as exc:
-        pytest.skip(f"vLLM is not installed here ({exc})")
+def test_a_declaration_is_honoured_when_it_loads(vllm_engine: VllmEngine) -> None:
+    moved = EngineDeclaration("moved", "vllm", dataclasses.replace(VLLM_HOMES, planning=("fork_of_vllm.no_such_planning",)))
+    fork = VllmEngine(declaration=moved)
     assert fork.planning is None and vllm_engine.planning is not None
     assert "fork_of_vllm.no_such_planning" in (fork.grouping_unavailable() or "")
     assert vllm_engine.grouping_unavailable() is None
+
+
+def test_a_declared_package_that_is_not_installed_is_named_with_its_install_step() -> None:
+    """Issue 41: a fork that is not installed is one line naming the missing module, never a report."""
+    missing = EngineDeclaration("acme", "acme-engine", VLLM_HOMES.rebased("acme_engine_not_here"),
+                                install="bash scripts/install-engine.sh acme")
+    with pytest.raises(EngineUnavailable, match=r"acme is not importable here: acme_engine_not_here does not exist "
+                                                r"here .*install it with: bash scripts/install-engine.sh acme"):
+        VllmEngine(declaration=missing)
 
 
 @pytest.mark.vllm

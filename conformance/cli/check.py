@@ -26,6 +26,7 @@ from kvcontract.conformance.cli.options import (
     writable_file,
 )
 from kvcontract.conformance.contract.laws import CLAUSE_ORDER, known_clauses
+from kvcontract.conformance.engines.environments import EnvironmentMissing
 from kvcontract.conformance.engines.protocol import (
     SOURCE_SEPARATOR,
     UnknownEngine,
@@ -201,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
                            example_timeout=args.example_timeout, domain=args.domain,
                            known=known_signatures(baseline) if baseline is not None else None,
                            corpus=str(corpus.path) if corpus.path else None)
-    except EngineLoadError as exc:
+    except (EngineLoadError, EnvironmentMissing) as exc:
         raise UsageError(f"engine {args.engine!r} cannot be loaded: {exc}") from None
     except XfailsError as exc:
         raise UsageError(str(exc)) from None

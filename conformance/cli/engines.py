@@ -24,13 +24,18 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvcontract.conformance.engines.environments import EnvironmentMissing
     from kvcontract.conformance.engines.protocol import engine_names
 
     names = engine_names()
     width = max((len(n) for n in names), default=0)
     for name in names:
-        probe = Pass(name, optimized=False, profile="quick", seed_value=0, xfails=None, clauses=[],
-                     progress=None, clause_timeout=CLAUSE_TIMEOUT_S, example_timeout=EXAMPLE_TIMEOUT_S)
+        try:
+            probe = Pass(name, optimized=False, profile="quick", seed_value=0, xfails=None, clauses=[],
+                         progress=None, clause_timeout=CLAUSE_TIMEOUT_S, example_timeout=EXAMPLE_TIMEOUT_S)
+        except EnvironmentMissing as exc:  # its declared environment is not installed
+            print(f"{name.ljust(width)} unavailable: {exc}", flush=True)
+            continue
         try:
             info = probe.info()
         except EngineLoadError as exc:

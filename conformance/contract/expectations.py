@@ -382,3 +382,32 @@ class RoleFree(Expectation):
                 "from kvcontract.conformance.engines.registry import resolve_engine", "try:",
                 f"    _oracle(resolve_engine({engine_ref(ctx.engine)!r}), Example(field={self.class_name!r}, cut=1))",
                 "except Violation as v:", "    " + ctx.fail("f'{v}'"), "print('no violation')"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclaredRule(Expectation):
+    """A field the adapter declares (``FieldRole``) must be merged by its role: ``rule`` ``keep``
+    (merge of one member keeps each of ``values``), ``agree`` (members differing only in it are
+    refused: layout, allocation) or ``union`` (their merge holds the truthy value: capability,
+    any-annotation). The members are ``specs[0]`` in the engine's own class with the field set."""
+
+    field: str
+    values: tuple[object, ...]
+    rule: str
+
+    def lines(self, ctx: Context) -> list[str]:
+        head = ["import dataclasses", f"values = {self.values!r}",
+                f"members = [dataclasses.replace(specs[0], **{{{self.field!r}: v}}) for v in values]"]
+        if self.rule == "keep":
+            return [*head, "for m, v in zip(members, values):", f"    kept = getattr(_merge([m]), {self.field!r})",
+                    "    if kept != v:", "        " + ctx.fail(f"f'merge of one member with {self.field}={{v!r}} "
+                                                                f"returned {self.field}={{kept!r}}'"),
+                    "print('no violation')"]
+        if self.rule == "agree":
+            return [*head, "try:", "    merged = _merge(members)", "except Exception as exc:",
+                    "    print('no violation: rejected with', type(exc).__name__, exc)", "else:",
+                    "    " + ctx.fail(f"f'members differing only in {self.field} ({{values}}) were merged into "
+                                      f"{self.field}={{merged.{self.field}!r}}'")]
+        return [*head, f"merged = getattr(_merge(members), {self.field!r})", "if merged != any(values):",
+                "    " + ctx.fail(f"f'merge of {self.field}={{values}} gave {{merged!r}}, not their union'"),
+                "print('no violation')"]

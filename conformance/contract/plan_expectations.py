@@ -8,6 +8,7 @@ within a memory budget, rendered as the snippet's check lines (the snippet's ``_
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from kvcontract.conformance.contract.repro import Context, Expectation, esc, indent
 
@@ -15,11 +16,12 @@ FULL_KINDS = ("FullAttentionSpec", "MLAAttentionSpec", "RSWASpec", "SinkFullAtte
 LOCAL_KINDS = ("SlidingWindowSpec", "SlidingWindowMLASpec", "ChunkedLocalAttentionSpec")
 
 
-def plan_setup(memory: int, hybrid: bool) -> list[str]:
+def plan_setup(memory: int, hybrid: bool, block_outermost: bool = False) -> list[str]:
     """Snippet lines planning ``table`` within ``memory`` bytes: ``num_blocks``, ``tensors``
     (``[(layer_names, size, offset, layer_stride, block_stride), ...]``), ``pairs`` and
     ``_layer_spec(name)``, the spec a layer is allocated with."""
-    return [f"plan = _plan(table, {memory!r}, {hybrid!r})", "num_blocks, tensors, pairs = _plan_view(plan)",
+    return [f"plan = _plan(table, {memory!r}, {hybrid!r}{', True' * block_outermost})",
+            "num_blocks, tensors, pairs = _plan_view(plan)",
             "def _layer_spec(name):", "    for names, spec in pairs:", "        if name in names:",
             "            members = getattr(spec, 'kv_cache_specs', None)",
             "            return members[name] if members else spec"]
@@ -50,13 +52,15 @@ class PlanRaised(Expectation):
 
     memory: int
     hybrid: bool = True
+    block_outermost: bool = False
 
     @property
     def uses_table(self) -> bool:
         return True
 
     def lines(self, ctx: Context) -> list[str]:
-        return ["try:", f"    plan = _plan(table, {self.memory!r}, {self.hybrid!r})", "except Exception as exc:",
+        call = f"_plan(table, {self.memory!r}, {self.hybrid!r}{', True' * self.block_outermost})"
+        return ["try:", f"    plan = {call}", "except Exception as exc:",
                 "    " + ctx.fail("f'planning raised {type(exc).__name__}: {exc}'"), "print('no violation')"]
 
 
@@ -111,8 +115,10 @@ class HybridPlan(Expectation):
                     "    print('no violation: refused with', type(exc).__name__, exc)", "    raise SystemExit(0)"]
         else:
             head = plan
-        return [*head, f"if len(pairs) > {self.parts}:",
-                "    " + ctx.fail(f"f'{{len(pairs)}} groups with the hybrid manager off (at most {self.parts})'"),
+        return [*head, "counted = [names for names, _ in pairs  # a hidden-state layer may have a group of its own",
+                "           if not all(type(table[n]).__name__ == 'HiddenStateCacheSpec' for n in names)]",
+                f"if len(counted) > {self.parts}:",
+                "    " + ctx.fail(f"f'{{len(counted)}} groups with the hybrid manager off (at most {self.parts})'"),
                 "def _part(s):  # DCP sharding: replicated attention layers, and the others",
                 "    return hasattr(s, 'num_kv_heads') and not s.dcp_sharded",
                 f"with_full = {{_part(s) for s in table.values() if type(s).__name__ in {FULL_KINDS!r}}}",
@@ -173,3 +179,79 @@ class PlanTensors(_Planned):
                 "    groups = {group_of.get(n) for n in t[0]}",
                 "    if len(pages) > 1 or len(groups) > 1:",
                 "        " + ctx.fail("f'tensor of {list(t[0])} spans groups {groups} and pages {pages}'")]
+
+
+# -- PLAN-MATCH-1: one thing of the plan, as the reference plans it ----------------------------
+
+_OBSERVED = {
+    "groups": "sorted(sorted(names) for names, _ in pairs)",
+    "group-form": "'per-member' if hasattr(_group_of(layer)[1], 'kv_cache_specs') else 'merged'",
+    "manager": "type(_layer_spec(_group_of(layer)[0][0])).__name__ in expected",
+    "group-block-size": "_layer_spec(_group_of(layer)[0][0]).block_size",
+    "group-page": "sorted({PAGE for n in _group_of(layer)[0]})",
+    "num-blocks": "num_blocks",
+    "tensor-layers": "sum(layer in t[0] for t in tensors)",
+    "tensor-size": "_placement(layer)[0]",
+    "tensor-offset": "_placement(layer)[1]",
+    "tensor-stride": "_placement(layer)[2]",
+    "tensor-bounds": "_placement(layer)[3]",
+}
+"""Per difference class (:mod:`kvcontract.conformance.contract.plan_compare`), the snippet
+expression of what the engine's plan says about ``layer`` (``PAGE``: the page of ``n``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanMatches(Expectation):
+    """PLAN-MATCH-1: planning ``table`` (hybrid manager ``hybrid``, layout ``block_outermost``)
+    must give what the reference's plan gives for the difference class ``what`` about
+    ``layer``: ``expected`` (a refusal for ``refused``; a spec, compared in kind and ``fields``,
+    for ``group-spec`` and ``layer-spec``; the kinds its manager serves for ``manager``)."""
+
+    memory: int
+    hybrid: bool
+    block_outermost: bool
+    what: str
+    layer: str = ""
+    expected: Any = None
+    fields: tuple[str, ...] = ()
+
+    @property
+    def uses_table(self) -> bool:
+        return True
+
+    def lines(self, ctx: Context) -> list[str]:
+        setup = plan_setup(self.memory, self.hybrid, self.block_outermost)
+        if self.what == "refused":
+            return ["try:", *indent(setup), "except Exception as exc:",
+                    "    print('no violation: refused as the reference does:', type(exc).__name__, exc)",
+                    "    raise SystemExit(0)", ctx.fail("f'planned {len(pairs)} groups; the reference refuses them'")]
+        helpers = [f"layer = {self.layer!r}",
+                   "def _group_of(n):", "    return next((names, spec) for names, spec in pairs if n in names)",
+                   "def _placement(n):",
+                   "    for names, size, offset, layer_stride, block_stride in tensors:",
+                   "        if n in names and offset is not None:",
+                   "            start = offset + list(names).index(n) * layer_stride",
+                   f"            return (size, start, block_stride, start + max(num_blocks - 1, 0) * block_stride "
+                   f"+ {ctx.page('_layer_spec(n)')})",
+                   "    return (None, None, None, None)"]
+        if self.what in ("group-spec", "layer-spec"):
+            subject = "_group_of(layer)[1]" if self.what == "group-spec" else "_layer_spec(layer)"
+            check = [f"got, expected = {subject}, {ctx.spec(self.expected)}",
+                     "if type(got).__name__ != type(expected).__name__:",
+                     "    " + ctx.fail("f'{layer}: {type(got).__name__} (reference: {type(expected).__name__})'"),
+                     f"bad = [n for n in {[f for f in self.fields if f != 'kind']!r} "
+                     "if getattr(got, n) != getattr(expected, n)]",
+                     "if bad:", "    " + ctx.fail("f'{layer}: ' + ', '.join(f'{n}={getattr(got, n)!r} (reference: "
+                                                   "{getattr(expected, n)!r})' for n in bad)")]
+        else:
+            observed = _OBSERVED[self.what].replace("PAGE", ctx.page("_layer_spec(n)"))
+            if self.what == "manager":
+                check = [f"expected = {self.expected!r}", f"if not ({observed}):",
+                         "    " + ctx.fail("f'{layer}: its group is served by the manager of "
+                                          "{type(_layer_spec(_group_of(layer)[0][0])).__name__}, not of "
+                                          "{expected} (the reference)'")]
+            else:
+                about = "" if self.what in ("groups", "num-blocks") else " of {layer}"
+                check = [f"expected = {self.expected!r}", f"got = {observed}", "if got != expected:",
+                         "    " + ctx.fail(f"f'{esc(self.what)}{about}: {{got}} (reference: {{expected}})'")]
+        return [*setup, *helpers, *check, f"print('no violation: {esc(self.what)} as the reference plans')"]

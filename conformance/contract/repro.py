@@ -13,7 +13,7 @@ lines. On the engine, a snippet ends in a line ``VIOLATION of <CLAUSE>: ...``
 The snippet's vocabulary: ``specs`` (the example's specs), ``table`` (layer name ->
 spec), ``request`` (a routing request); ``_merge(specs)``, ``_uniform(table)``,
 ``_groups(table)``, ``_group_pairs(groups)`` (``[(layer_names, spec), ...]``),
-``_plan(table, memory, hybrid)``, ``_plan_view(plan)`` and ``ROUTE(request)`` call the engine. The engine calls an expectation names are
+``_plan(table, memory, hybrid, block_outermost=False)``, ``_plan_view(plan)`` and ``ROUTE(request)`` call the engine. The engine calls an expectation names are
 :class:`Call` records (:class:`MergeOf`, :class:`UniformOf`, :class:`GroupsOf`,
 :class:`RouteOf`); a value it reads is a :data:`Subject`.
 """
@@ -136,12 +136,13 @@ class PlanOf(Call):
 
     memory: int
     hybrid: bool = True
+    block_outermost: bool = False
     label = "planning"
     promise = "these layers are planned"
     uses_table = True
 
     def source(self) -> str:
-        return f"_plan(table, {self.memory!r}, {self.hybrid!r})"
+        return f"_plan(table, {self.memory!r}, {self.hybrid!r}{', True' * self.block_outermost})"
 
     def show(self, var: str) -> str:
         return f"_plan_view({var})"
@@ -256,7 +257,11 @@ def _spec_setup(engine: Engine, ex: Example, uses_table: bool) -> list[str]:
               f"def _groups(table): return {engine.render_group_layers('table')}",
               f"def _group_pairs(groups): return {engine.render_group_pairs('groups')}"]
     if isinstance(engine, Planning):
-        lines += [f"def _plan(table, memory, hybrid): return {engine.render_plan('table', 'memory', 'hybrid')}",
+        try:
+            call = engine.render_plan('table', 'memory', 'hybrid', 'block_outermost')
+        except TypeError:  # an adapter that renders the layer-outermost layout only
+            call = engine.render_plan('table', 'memory', 'hybrid')
+        lines += [f"def _plan(table, memory, hybrid, block_outermost=False): return {call}",
                   f"def _plan_view(plan): return {engine.render_plan_view('plan')}"]
     return lines
 

@@ -33,6 +33,7 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from kvcontract.conformance.engines.protocol import DeclaredRoles, KindMapping
 from kvcontract.conformance.engines.protocol import Introspectable as Introspectable  # re-exported
 from kvcontract.conformance.engines.protocol import ValueIntrospectable as ValueIntrospectable
 from kvcontract.reference import (
@@ -78,7 +79,7 @@ class CoverageRow:
     field: str
     role: str
     """``layout``, ``allocation``, ``capability``, ``annotation (any|common)``,
-    ``container``, or ``UNCLASSIFIED``."""
+    ``container``, ``declared <role>`` (a field the adapter declares), or ``UNCLASSIFIED``."""
     status: str
     """The class's standing: ``kind``, ``base``, ``container`` or ``UNCLASSIFIED``."""
 
@@ -140,6 +141,26 @@ def _type_text(f: dataclasses.Field[Any]) -> str:
     return tp if isinstance(tp, str) else str(getattr(tp, "__name__", repr(tp)))
 
 
+def _standing(engine: Any, cls: type) -> tuple[str, type | None]:
+    """The name a class is classified under (the contract kind it stands for: by the adapter's
+    ``kind_of``, else its own name) and that reference class, if the contract has one."""
+    name = (engine.kind_of(cls) if isinstance(engine, KindMapping) else None) or cls.__name__
+    return name, _REFERENCE_CLASSES.get(name)
+
+
+def standing_kind(engine: Any, cls: type) -> Any:
+    """The contract kind (a reference class of ``SPEC_KINDS``) an engine class stands for, or None."""
+    reference = _standing(engine, cls)[1]
+    return reference if reference in SPEC_KINDS else None
+
+
+def declared(engine: Any) -> dict[tuple[str, str], str]:
+    """``(kind, field)`` -> role, for the fields the adapter declares (:class:`DeclaredRoles`)."""
+    if not isinstance(engine, DeclaredRoles):
+        return {}
+    return {(str(r.kind), str(r.field)): str(r.role) for r in engine.declared_roles()}
+
+
 def _engine_label(engine: Any) -> str:
     return f"{getattr(engine, 'name', type(engine).__name__)} {getattr(engine, 'version', '')}".strip()
 
@@ -148,9 +169,10 @@ def coverage_rows(engine: Any) -> list[CoverageRow]:
     """Kind x field x role for every spec class of an introspectable engine
     (empty for one that is not)."""
     rows: list[CoverageRow] = []
+    roles = declared(engine)
     for cls in spec_classes_of(engine) or ():
+        kind, reference = _standing(engine, cls)
         name = cls.__name__
-        reference = _REFERENCE_CLASSES.get(name)
         if name in CONTAINER_KINDS:
             status = "container"
         elif reference is None:
@@ -162,7 +184,8 @@ def coverage_rows(engine: Any) -> list[CoverageRow]:
                 role = "container"
             else:
                 ref_field = None if reference is None else _reference_field(reference, f.name)
-                role = UNCLASSIFIED if ref_field is None else _role_name(ref_field)
+                role = (_role_name(ref_field) if ref_field is not None
+                        else f"declared {roles[kind, f.name]}" if (kind, f.name) in roles else UNCLASSIFIED)
             rows.append(CoverageRow(name, f.name, role, status))
     return rows
 
@@ -175,12 +198,13 @@ def unclassified(engine: Any) -> list[Unclassified]:
     if classes is None:
         return []
     label = _engine_label(engine)
+    roles = declared(engine)
     out: list[Unclassified] = []
     for cls in classes:
         name = cls.__name__
         if name in CONTAINER_KINDS:
             continue
-        reference = _REFERENCE_CLASSES.get(name)
+        kind, reference = _standing(engine, cls)
         if reference is None:
             fields = ", ".join(f.name for f in dataclasses.fields(cls))
             out.append(Unclassified(name, None, (
@@ -188,7 +212,7 @@ def unclassified(engine: Any) -> list[Unclassified]:
                 f"the contract does not classify; classify it in {WHERE_KIND} (ROLE-COVER-1)")))
             continue
         for f in dataclasses.fields(cls):
-            if _reference_field(reference, f.name) is None:
+            if _reference_field(reference, f.name) is None and (kind, f.name) not in roles:
                 out.append(Unclassified(name, f.name, (
                     f"{label}'s {name}.{f.name} ({_type_text(f)}) has no role in the contract; "
                     f"classify it in {WHERE_FIELD} (ROLE-COVER-1)")))
@@ -210,7 +234,7 @@ def coverage_summary(engine: Any) -> str:
                 "(no spec_classes()); ROLE-COVER-1 not checked")
     rows = coverage_rows(engine)
     missing = unclassified(engine)
-    kinds = sum(1 for c in classes if _REFERENCE_CLASSES.get(c.__name__) in SPEC_KINDS)
+    kinds = sum(1 for c in classes if _standing(engine, c)[1] in SPEC_KINDS)
     fields = sum(1 for r in rows if r.classified)
     head = (f"coverage: {label}: {len(classes)} spec classes ({kinds} kinds), "
             f"{fields}/{len(rows)} fields classified")

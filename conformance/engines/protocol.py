@@ -25,6 +25,9 @@ with ``isinstance`` (an adapter declares one by implementing it):
   others at their defaults (``check --domain constructor`` draws the whole constructor domain);
 - :class:`Introspectable`: ``spec_classes()``, the engine's spec classes found by
   introspection (the drift guard ROLE-COVER-1, ``kvcontract coverage``);
+- :class:`KindMapping`: ``kind_of(cls)``, the contract kind an engine class stands for (a
+  plugin's subclass: its base's kind); :class:`DeclaredRoles`: ``declared_roles()``, the roles
+  of fields the engine adds (ROLE-COVER-1 classifies them and judges them by their role);
 - :class:`SourceInfo`: ``source_info()``, where a checked source tree comes from
   (the report's ``engine_source``);
 - :class:`Locatable`: ``source_roots()`` and ``deciders(outcome)``, what traces a
@@ -191,10 +194,14 @@ class Planning(Protocol):
     """An adapter that drives its engine's planner (optional; chapter PLAN).
 
     ``plan_layers`` plans ``objs_by_layer`` within ``memory_bytes``, with the engine's
-    hybrid manager on or off, in a layer-outermost or block-outermost cache layout; ``planning_unavailable()`` says why the planner cannot be
-    driven here (None: it can). ``render_plan`` is snippet source calling the planner,
-    ``render_plan_view`` source turning its result into ``(num_blocks, [(layer_names,
-    size, offset, layer_stride, block_stride), ...], [(layer_names, spec), ...])``.
+    hybrid manager on or off, in a layer-outermost or block-outermost cache layout;
+    ``planning_unavailable()`` says why the planner cannot be driven here (None: it can).
+    ``render_plan`` is snippet source calling the planner (``block_outermost_expr``: the
+    layout, an expression of a bool), ``render_plan_view`` source turning its result into
+    ``(num_blocks, [(layer_names, size, offset, layer_stride, block_stride), ...],
+    [(layer_names, spec), ...])``. An adapter whose engine cannot plan block-outermost here
+    may say why with ``block_outermost_unavailable()`` (optional; PLAN-MATCH-1 then judges
+    the layer-outermost layout only).
     """
 
     def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
@@ -202,7 +209,8 @@ class Planning(Protocol):
 
     def planning_unavailable(self) -> str | None: ...
 
-    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str: ...
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str,
+                    block_outermost_expr: str = "False") -> str: ...
 
     def render_plan_view(self, plan_expr: str) -> str: ...
 
@@ -253,6 +261,28 @@ class Introspectable(Protocol):
         """Every spec class the engine defines: its base spec class and every
         dataclass subclass of it, transitively, found by introspection."""
         ...
+
+
+@runtime_checkable
+class KindMapping(Protocol):
+    """An adapter that says which contract kind each of its engine's classes stands for (optional):
+    a plugin's subclass of a kind stands for that kind (by inheritance, not by its name). Without
+    it, an engine class stands for the kind of its own name."""
+
+    def kind_of(self, cls: type) -> str | None:
+        """The contract kind ``cls`` stands for, or None (a base, a container, an unknown class)."""
+        ...
+
+
+@runtime_checkable
+class DeclaredRoles(Protocol):
+    """An adapter that declares the roles of fields its engine adds to the contract's kinds
+    (optional): each record has ``kind``, ``field``, ``role`` (``layout``, ``allocation``,
+    ``capability``, ``annotation-any`` or ``annotation-common``), ``values`` (two or more the
+    engine's code gives it) and ``relied_on_by``. A declared field is classified (ROLE-COVER-1),
+    and judged by its role's merge rule."""
+
+    def declared_roles(self) -> Sequence[Any]: ...
 
 
 @runtime_checkable
@@ -315,6 +345,8 @@ class ModelTables(Protocol):
 BUILTIN_ENGINES: dict[str, str] = {
     "reference": "kvcontract.conformance.engines.reference:ReferenceEngine",
     "vllm": "kvcontract.conformance.engines.vllm.engine:VllmEngine",
+    "aphrodite": "kvcontract.conformance.engines.aphrodite:factory",
+    "vllm-ascend": "kvcontract.conformance.engines.vllm_ascend:factory",
 }
 """Engine name -> ``module:factory``."""
 

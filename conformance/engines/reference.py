@@ -81,8 +81,9 @@ class ReferenceEngine:
     def planning_unavailable(self) -> str | None:
         return None
 
-    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str:
-        return f"plan({table_expr}, {memory_expr}, hybrid={hybrid_expr})"
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str,
+                    block_outermost_expr: str = "False") -> str:
+        return f"plan({table_expr}, {memory_expr}, hybrid={hybrid_expr}, block_outermost={block_outermost_expr})"
 
     def render_plan_view(self, plan_expr: str) -> str:
         return (f"({plan_expr}.num_blocks, [(t.layer_names, t.size_bytes, t.offset, t.layer_stride, t.block_stride) "

@@ -7,6 +7,7 @@ runner's judging code never see the mutant catalogue.
 
 from __future__ import annotations
 
+from kvcontract.conformance.engines.declared import DECLARED_ENGINES, declaration_of, engine_env
 from kvcontract.conformance.engines.mutants import KNOWN_SURVIVORS, MUTANTS, load_mutant
 from kvcontract.conformance.engines.protocol import Engine, engine_names, load_engine, remember_ref
 
@@ -29,3 +30,6 @@ def resolve_engine(name: str) -> Engine:
 def all_engine_names() -> list[str]:
     """Every name ``resolve_engine`` accepts, but ``package.module:factory``."""
     return [*engine_names(), *(f"mutant:{k}" for k in [*MUTANTS, *KNOWN_SURVIVORS])]
+
+
+__all__ = ["DECLARED_ENGINES", "all_engine_names", "declaration_of", "engine_env", "resolve_engine"]

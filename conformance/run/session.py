@@ -30,6 +30,7 @@ import kvcontract
 from kvcontract.conformance.contract.corpus import read_corpus
 from kvcontract.conformance.contract.laws import CLAUSE_ORDER, DERIVED, LAWS
 from kvcontract.conformance.contract.strategies import DOMAIN_ENV, DOMAIN_MODES, domain_mode
+from kvcontract.conformance.engines.declared import engine_env
 from kvcontract.conformance.reports.check import (
     STATUS_RANK,
     ClauseRun,
@@ -121,7 +122,7 @@ class Pass:
         """The check's share directory (:mod:`~kvcontract.conformance.run.share`), if its passes share."""
         self.mode = "optimized" if optimized else "normal"
         self.domain = domain
-        env = dict(os.environ)
+        env = engine_env(engine_name, os.environ)  # a declared engine's own environment (EnvironmentMissing)
         if domain_mode(env.get(DOMAIN_ENV)) != domain:  # every task's domain (unset: the default)
             env[DOMAIN_ENV] = domain
         self.worker = Worker.take(optimized=optimized, env=env)  # a worker the command line started early

@@ -47,7 +47,7 @@ class Defective(ReferenceEngine):
     # -- merge and page size ---------------------------------------------------------
     def merge(self, objs: Sequence[Any]) -> Any:
         d = self.defect
-        if d == "accepts":
+        if d in ("accepts", "declared"):
             return objs[0]
         if d == "raises":
             raise ValueError("this merge never merges")
@@ -160,6 +160,14 @@ class Defective(ReferenceEngine):
         extra = [LookaheadAttentionSpec] if self.defect == "cover" else []
         return [*super().spec_classes(), *extra]
 
+    def declared_roles(self) -> tuple[Any, ...]:
+        """``declared``: the adapter declares a field's role (here one the contract knows too, so the
+        snippet also runs on the reference); its merge accepts members that differ in it."""
+        from kvcontract.conformance.engines.vllm.homes import FieldRole
+
+        return (FieldRole("FullAttentionSpec", "num_kv_heads", "layout", (1, 2), "defective.py"),) \
+            if self.defect == "declared" else ()
+
     def value_domains(self) -> Mapping[str, Sequence[Any]]:
         return {}
 
@@ -176,8 +184,10 @@ class Defective(ReferenceEngine):
     def render_merge(self, specs_expr: str) -> str:
         return f"_engine.merge({specs_expr})"
 
-    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str:
-        return f"_engine.plan_layers({table_expr}, {memory_expr}, hybrid={hybrid_expr})"
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str,
+                    block_outermost_expr: str = "False") -> str:
+        return (f"_engine.plan_layers({table_expr}, {memory_expr}, hybrid={hybrid_expr}, "
+                f"block_outermost={block_outermost_expr})")
 
     def render_plan_view(self, plan_expr: str) -> str:
         return (f"({plan_expr}.num_blocks, [(t.layer_names, t.size_bytes, t.offset, t.layer_stride, t.block_stride) "

@@ -2,23 +2,19 @@
 table within a memory budget) against the reference's plan
 (:func:`kvcontract.reference.plan`) and the chapter's invariants.
 
-The planner is asked once per (table, hybrid) in this interpreter; every clause judges
-that one answer. The memory budget is the kit's, a function of the table: seven of the
+The planner is asked once per (table, hybrid manager on or off, layout) in this interpreter;
+every clause judges that one answer (PLAN-MATCH-1 asks both layouts, the others the
+layer-outermost one). The memory budget is the kit's, a function of the table: seven of the
 reference's blocks and 13 bytes more (a budget that is not a multiple of a block), at
 least 1 MiB; where the reference cannot plan the table, 1 GiB and 13 bytes.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hypothesis import strategies as st
-
 from kvcontract import reference
-from kvcontract.conformance.contract import strategies as strat
-from kvcontract.conformance.contract import systematic as sysm
 from kvcontract.conformance.contract.expectations import Invalid
 from kvcontract.conformance.contract.laws.common import (
     EngineAnswers,
@@ -27,6 +23,7 @@ from kvcontract.conformance.contract.laws.common import (
     raised_signature,
     to_engine,
 )
+from kvcontract.conformance.contract.laws.plan_tables import plan_table, sys_plan_table
 from kvcontract.conformance.contract.model import (
     Example,
     KitFailure,
@@ -35,10 +32,12 @@ from kvcontract.conformance.contract.model import (
     Violation,
     signature,
 )
+from kvcontract.conformance.contract.plan_compare import Difference, compare, expected_of
 from kvcontract.conformance.contract.plan_expectations import (
     HiddenStateGroup,
     HybridPlan,
     PlanBacked,
+    PlanMatches,
     PlanRaised,
     PlanTensors,
     PlanUsed,
@@ -49,80 +48,7 @@ from kvcontract.conformance.engines.protocol import Engine, EnginePlan, Planning
 from kvcontract.reference import GroupingError, InvalidSpec, KVCacheSpec
 from kvcontract.reference.planning import type_mismatch
 
-# -- the shape: layer tables as grouping draws them, hidden-state layers included ----------------
-
-_PLAN_EXCLUDED = frozenset(strat.UNGROUPED_KINDS) - {"HiddenStateCacheSpec"}
-
-
-def plan_domain(domain: strat.Domain) -> strat.Domain:
-    """``domain`` with the kinds planning tables hold: grouping's, plus hidden-state layers."""
-    return dataclasses.replace(domain, kinds=tuple(k for k in domain.kinds if k.__name__ not in _PLAN_EXCLUDED))
-
-
-def _plan_table(domain: strat.Domain) -> Any:
-    """The random phase re-draws the enumerated tables: a planner's answers to random tables of
-    several kinds raise a different exception per kind combination (under python -O above all),
-    so random tables would make the findings depend on the seed; the enumeration covers each
-    kind pair, sharding and hidden-state combination instead."""
-    return st.sampled_from(_plan_tables(domain))
-
-
-_TABLES: dict[strat.Domain, tuple[Example, ...]] = {}
-
-
-def _plan_tables(domain: strat.Domain) -> tuple[Example, ...]:
-    """The enumerated tables, once per domain: the systematic and the random phase judge the
-    same objects (whose plans, keys and facts are remembered by identity)."""
-    if domain not in _TABLES:
-        if len(_TABLES) >= 4:
-            _TABLES.clear()
-        _TABLES[domain] = tuple(_enumerate_plan_tables(domain))
-    return _TABLES[domain]
-
-
-def _sys_plan_table(domain: strat.Domain) -> Iterator[Example]:
-    return iter(_plan_tables(domain))
-
-
-def _enumerate_plan_tables(domain: strat.Domain) -> Iterator[Example]:
-    seen: set[str] = set()
-    for table in sysm.tables(plan_domain(domain)):
-        key = repr(table)
-        if key not in seen:
-            seen.add(key)
-            yield Example(table=tuple(table.items()))
-    grouped = strat.grouping_domain(domain)
-    for table in sysm.grouping_tables(grouped):
-        key = repr(table)
-        if key not in seen:
-            seen.add(key)
-            yield Example(table=tuple(table.items()))
-    hidden = sysm.base_spec(reference.HiddenStateCacheSpec, domain) \
-        if reference.HiddenStateCacheSpec in domain.kinds else None
-    if hidden is not None:  # a hidden-state layer beside tables of several groups (PLAN-HIDDEN-1)
-        for table in sysm.tables(grouped):
-            if len({type(s) for s in table.values()}) > 1:
-                yield Example(table=(*table.items(), ("layers.hidden", hidden)))
-        for spec in sysm.single_specs(dataclasses.replace(domain, kinds=(reference.HiddenStateCacheSpec,))):
-            if spec != hidden:  # hidden-state layers only, of two types or pages
-                yield Example(table=(("cache_only_layers.0", hidden), ("cache_only_layers.1", spec)))
-    yield from _sharding_tables(plan_domain(domain))
-
-
-def _sharding_tables(domain: strat.Domain) -> Iterator[Example]:
-    """Every pair of kinds with the second layer's DCP sharding flipped: two shardings, which
-    the hybrid-off planner promotes apart (PLAN-HYBRID-1)."""
-    bases = [b for b in (sysm.base_spec(k, domain) for k in domain.kinds) if b is not None]
-    for first in bases:
-        for second in bases:
-            if not domain.allows(type(second), "dcp_sharded", not second.dcp_sharded):
-                continue
-            try:
-                flipped = dataclasses.replace(second, dcp_sharded=not second.dcp_sharded)
-            except reference.InvalidSpec:
-                continue
-            yield Example(table=(("layers.0", first), ("layers.1", flipped), ("layers.2", first)))
-
+# -- the shape: layer tables as grouping draws them (:mod:`.plan_tables`) ----------------------
 
 _BUDGETS: dict[str, int] = {}
 _REFERENCE_PLANS: dict[tuple[str, bool], bool] = {}
@@ -157,22 +83,47 @@ def budget_of(table: Mapping[str, KVCacheSpec] | Sequence[tuple[str, KVCacheSpec
     return _BUDGETS[key]
 
 
-_GROUPS: dict[tuple[str, bool], tuple[reference.planning.PlanGroup, ...] | GroupingError] = {}
+_Groups = tuple[reference.planning.PlanGroup, ...] | GroupingError
+_GROUPS: dict[tuple[str, bool], _Groups] = {}
+"""The reference's groups per (table, hybrid), layer-outermost."""
+_PACKED: dict[tuple[str, bool], _Groups] = {}
+"""The same, block-outermost."""
 
 
 def _reference_groups(table: Mapping[str, KVCacheSpec] | Sequence[tuple[str, KVCacheSpec]],
-                      hybrid: bool = True) -> tuple[reference.planning.PlanGroup, ...] | GroupingError:
+                      hybrid: bool = True, block_outermost: bool = False) -> _Groups:
     """The reference's groups of ``table`` (:func:`~kvcontract.reference.plan_groups`), or its
-    refusal; remembered per table and mode (the budget and the reference's plan both start here)."""
+    refusal; remembered per table, mode and layout (the budget and the reference's plan both
+    start here)."""
+    held = _PACKED if block_outermost else _GROUPS
     key = (table_key(table), hybrid)
-    if key not in _GROUPS:
-        if len(_GROUPS) > _PLANS_KEPT:
-            _GROUPS.clear()
+    if key not in held:
+        if len(held) > _PLANS_KEPT:
+            held.clear()
         try:
-            _GROUPS[key] = tuple(reference.plan_groups(dict(table), hybrid=hybrid))
+            held[key] = tuple(reference.plan_groups(dict(table), hybrid=hybrid, block_outermost=block_outermost))
         except GroupingError as exc:
-            _GROUPS[key] = exc
-    return _GROUPS[key]
+            held[key] = exc
+    return held[key]
+
+
+_SIZED: dict[tuple[str, bool, bool], reference.KVCachePlan | GroupingError] = {}
+
+
+def _reference_plan(ex: Example, hybrid: bool, block_outermost: bool) -> reference.KVCachePlan | GroupingError:
+    """The reference's whole plan of the example's table within the kit's budget, or its refusal."""
+    key = (table_key(ex.table), hybrid, block_outermost)
+    if key not in _SIZED:
+        if len(_SIZED) > _PLANS_KEPT:
+            _SIZED.clear()
+        groups = _reference_groups(ex.table, hybrid, block_outermost)
+        try:
+            if isinstance(groups, GroupingError):
+                raise groups
+            _SIZED[key] = reference.sizing.size_plan(groups, budget_of(ex.table), block_outermost)
+        except GroupingError as exc:
+            _SIZED[key] = exc
+    return _SIZED[key]
 
 
 # -- the engine's plan, asked once per table and mode ---------------------------------------
@@ -180,18 +131,21 @@ def _reference_groups(table: Mapping[str, KVCacheSpec] | Sequence[tuple[str, KVC
 _PLANS: EngineAnswers[EnginePlan | BaseException] = EngineAnswers(_PLANS_KEPT)
 
 
-def _plan(engine: Engine, ex: Example, hybrid: bool = True) -> EnginePlan | BaseException:
-    return _PLANS.ask(engine, (table_key(ex.table), hybrid), lambda: _ask_plan(engine, ex, hybrid))
+def _plan(engine: Engine, ex: Example, hybrid: bool = True, block_outermost: bool = False
+          ) -> EnginePlan | BaseException:
+    return _PLANS.ask(engine, (table_key(ex.table), hybrid, block_outermost),
+                      lambda: _ask_plan(engine, ex, hybrid, block_outermost))
 
 
-def _ask_plan(engine: Engine, ex: Example, hybrid: bool) -> EnginePlan | BaseException:
+def _ask_plan(engine: Engine, ex: Example, hybrid: bool, block_outermost: bool) -> EnginePlan | BaseException:
     objs = {n: to_engine(engine, s) for n, s in ex.table}
     memory = budget_of(ex.table)
     try:
-        answer: EnginePlan | BaseException = engine.plan_layers(objs, memory, hybrid=hybrid)  # type: ignore[attr-defined]
+        answer: EnginePlan | BaseException = engine.plan_layers(  # type: ignore[attr-defined]
+            objs, memory, hybrid=hybrid, block_outermost=block_outermost)
     except InvalidSpec as exc:  # the adapter read back a spec no valid spec can be: the engine's finding
-        raise Violation(f"planning returned an invalid spec: {exc}", Invalid(PlanOf(memory, hybrid), str(exc)),
-                        invalid_signature(exc, ex)) from exc
+        raise Violation(f"planning returned an invalid spec: {exc}",
+                        Invalid(PlanOf(memory, hybrid, block_outermost), str(exc)), invalid_signature(exc, ex)) from exc
     except KitFailure:
         raise
     except Exception as exc:  # noqa: BLE001 - the engine's refusal, judged by the laws
@@ -228,21 +182,23 @@ def _reference_answers(examples: Sequence[Example]) -> tuple[Callable[[_Answers]
         key = table_key(ex.table)
         if key not in answers:
             answers[key] = (_reference_groups(ex.table, True), _reference_groups(ex.table, False), budget_of(ex.table),
-                            _reference_plans(ex, True), _reference_plans(ex, False))
+                            _reference_plans(ex, True), _reference_plans(ex, False),
+                            _reference_groups(ex.table, True, True), _reference_groups(ex.table, False, True))
     return _adopt_answers, answers
 
 
 def _adopt_answers(answers: _Answers) -> None:
     """Remember answers :func:`_reference_answers` worked out (here or in another worker)."""
     if len(_GROUPS) + 2 * len(answers) > _PLANS_KEPT:
-        for held in (_GROUPS, _BUDGETS, _REFERENCE_PLANS):
+        for held in (_GROUPS, _PACKED, _BUDGETS, _REFERENCE_PLANS):
             held.clear()
-    for key, (grouped, grouped_off, budget, plans, plans_off) in answers.items():
+    for key, (grouped, grouped_off, budget, plans, plans_off, packed, packed_off) in answers.items():
         _GROUPS[(key, True)], _GROUPS[(key, False)], _BUDGETS[key] = grouped, grouped_off, budget
         _REFERENCE_PLANS[(key, True)], _REFERENCE_PLANS[(key, False)] = plans, plans_off
+        _PACKED[(key, True)], _PACKED[(key, False)] = packed, packed_off
 
 
-PLAN_TABLE = Shape("plan-table", _plan_table, _sys_plan_table, answers=_reference_answers)
+PLAN_TABLE = Shape("plan-table", plan_table, sys_plan_table, answers=_reference_answers)
 
 
 def _judged(engine: Engine, ex: Example) -> EnginePlan | None:
@@ -328,7 +284,14 @@ _LOCAL = (reference.SlidingWindowSpec, reference.ChunkedLocalAttentionSpec)
 
 
 def _parts(table: Mapping[str, KVCacheSpec]) -> int:
-    return len({isinstance(s, reference.AttentionSpec) and not s.dcp_sharded for s in table.values()})
+    """The DCP shardings of the layers other than hidden-state ones: at most one group each."""
+    return len({isinstance(s, reference.AttentionSpec) and not s.dcp_sharded for s in table.values() if not _hidden(s)})
+
+
+def _counted(answer: EnginePlan, table: Mapping[str, KVCacheSpec]) -> int:
+    """The groups PLAN-HYBRID-1 counts: those holding a layer other than a hidden-state one (a
+    hidden-state layer keeps a group of its own where there are several, PLAN-HIDDEN-1)."""
+    return sum(1 for g in answer.groups if not all(_hidden(table.get(n)) for n in g.layer_names))
 
 
 def check_hybrid(engine: Engine, ex: Example) -> None:
@@ -338,16 +301,16 @@ def check_hybrid(engine: Engine, ex: Example) -> None:
     answer = _plan(engine, ex, hybrid=False)
     memory = budget_of(ex.table)
     if not _reference_plans(ex, hybrid=False):
-        if not isinstance(answer, BaseException) and len(answer.groups) > _parts(table):
-            raise Violation(f"with the hybrid manager off, planning answered {len(answer.groups)} groups for layers "
+        if not isinstance(answer, BaseException) and _counted(answer, table) > _parts(table):
+            raise Violation(f"with the hybrid manager off, planning answered {_counted(answer, table)} groups for layers "
                             "that cannot form one", HybridPlan(memory, _parts(table), refuse=True),
                             signature("hybrid-off-not-one-group"))
         return
     if isinstance(answer, BaseException):
         raise Violation(f"with the hybrid manager off, planning raised {describe(answer)}",
                         PlanRaised(memory, hybrid=False), raised_signature(answer, None, "hybrid-off-raised")) from answer
-    if len(answer.groups) > _parts(table):
-        raise Violation(f"with the hybrid manager off, planning made {len(answer.groups)} groups "
+    if _counted(answer, table) > _parts(table):
+        raise Violation(f"with the hybrid manager off, planning made {_counted(answer, table)} groups "
                         f"(at most {_parts(table)})", HybridPlan(memory, _parts(table)),
                         signature("hybrid-off-not-one-group"))
     with_full = {n for part in reference.planning.sharding_parts(table)
@@ -458,6 +421,44 @@ def check_tensors(engine: Engine, ex: Example) -> None:
                             PlanTensors(memory), signature(f"tensor-mixes-{what}", _kinds(table, t.layer_names)))
 
 
+# -- PLAN-MATCH-1 -----------------------------------------------------------------------------
+
+
+def _layouts(engine: Engine) -> tuple[bool, ...]:
+    """The layouts (block-outermost or not) the engine's planner is judged in: both, unless the
+    adapter says its engine cannot plan block-outermost here (``block_outermost_unavailable``)."""
+    unavailable = getattr(engine, "block_outermost_unavailable", None)
+    return (False,) if callable(unavailable) and unavailable() else (False, True)
+
+
+def _setting(hybrid: bool, block_outermost: bool) -> str:
+    return (f"hybrid manager {'on' if hybrid else 'off'}, "
+            f"{'block-outermost' if block_outermost else 'layer-outermost'}")
+
+
+def _match_violation(ex: Example, hybrid: bool, block_outermost: bool, expected: Any,
+                     differences: Sequence[Difference]) -> Violation:
+    first, memory = differences[0], budget_of(ex.table)
+    more = f" (and {len(differences) - 1} more difference{'s' * (len(differences) > 2)})" if len(differences) > 1 else ""
+    if first.what == "raised":
+        expect: Any = PlanRaised(memory, hybrid, block_outermost)
+    else:
+        layer, value, fields = expected_of(expected, first)
+        expect = PlanMatches(memory, hybrid, block_outermost, first.what, layer, value, fields)
+    return Violation(f"{_setting(hybrid, block_outermost)}: the plan differs from the reference's: {first}{more}",
+                     expect, first.signature_in(hybrid))
+
+
+def check_match(engine: Engine, ex: Example) -> None:
+    table = dict(ex.table)
+    for hybrid in (True, False):
+        for block_outermost in _layouts(engine):
+            expected = _reference_plan(ex, hybrid, block_outermost)
+            differences = compare(expected, _plan(engine, ex, hybrid, block_outermost), engine, table=table)
+            if differences:
+                raise _match_violation(ex, hybrid, block_outermost, expected, differences)
+
+
 # -- requirements and the laws ---------------------------------------------------------------
 
 
@@ -483,6 +484,7 @@ PLAN_LAWS: tuple[Law, ...] = (
     _plan_law("PLAN-SIZE-1", check_size),
     _plan_law("PLAN-SIZE-2", check_used),
     _plan_law("PLAN-TENSOR-1", check_tensors),
+    _plan_law("PLAN-MATCH-1", check_match),
 )
 """The laws of chapter PLAN, in SPEC.md order."""
 

@@ -1,7 +1,10 @@
 """The law of chapter ROLE that an engine can be checked against: ROLE-COVER-1, the
 drift guard. Every spec class and field the engine defines must be classified by the
-contract (:mod:`kvcontract.conformance.contract.surface`); an unclassified class must
-still keep every field through ``merge([o])`` and ``merge([o, o])``."""
+contract (:mod:`kvcontract.conformance.contract.surface`), or by the adapter's declaration
+for a field only a fork or plugin adds; an unclassified class must still keep every field
+through ``merge([o])`` and ``merge([o, o])``; a declared field is merged by its role (kept by
+a merge of one, refused when members differ in a layout or allocation field, unioned as a
+capability or any-annotation)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from hypothesis import strategies as st
 from kvcontract import reference
 from kvcontract.conformance.contract import shapes, surface
 from kvcontract.conformance.contract import systematic as sysm
-from kvcontract.conformance.contract.expectations import RoleFree, Unclassified
+from kvcontract.conformance.contract.expectations import DeclaredRule, RoleFree, Unclassified
 from kvcontract.conformance.contract.laws.common import describe, to_engine
 from kvcontract.conformance.contract.model import (
     Example,
@@ -26,7 +29,7 @@ from kvcontract.conformance.contract.model import (
     per_field,
     signature,
 )
-from kvcontract.conformance.engines.protocol import Engine, ValueIntrospectable
+from kvcontract.conformance.engines.protocol import DeclaredRoles, Engine, ValueIntrospectable
 from kvcontract.reference import is_advisory
 
 
@@ -40,6 +43,12 @@ def _cover_examples(engine: Engine) -> Iterator[Example]:
         yield Example(field=item.name)
     for cls in surface.unclassified_classes(engine):
         yield Example(field=cls.__name__, cut=1)
+    if isinstance(engine, DeclaredRoles):
+        for declared in engine.declared_roles():
+            kind = reference.KINDS_BY_NAME.get(str(declared.kind))
+            base = sysm.base_spec(kind, domain_of(engine)) if kind is not None else None
+            if base is not None:
+                yield Example(specs=(base,), field=f"{declared.kind}.{declared.field}", cut=DECLARED)
 
 
 def check_cover(engine: Engine, ex: Example) -> None:
@@ -49,6 +58,9 @@ def check_cover(engine: Engine, ex: Example) -> None:
         return
     if ex.cut == 1:
         _role_free(engine, ex.field)
+        return
+    if ex.cut == DECLARED:
+        _declared_role(engine, ex)
         return
     for item in surface.unclassified(engine):
         if item.name == ex.field:
@@ -60,15 +72,15 @@ def _role_free_objects(engine: Engine, cls: type, fields: set[str]) -> Any:
     """Engine objects of ``cls``: for a classified kind, its systematic base spec with
     the unclassified ``fields`` drawn from their own types (the classified fields stay
     valid); for an unclassified kind, objects built from every field's own type."""
-    kind = reference.KINDS_BY_NAME.get(cls.__name__)
+    kind = surface.standing_kind(engine, cls)
     base = sysm.base_spec(kind, domain_of(engine)) if kind is not None else None
     if base is None or not fields:
         return surface.engine_objects_for(engine, cls).filter(_valid_by_contract)
     opaque = engine.engine_value_domains() if isinstance(engine, ValueIntrospectable) else {}
     drawn = {f.name: surface.field_strategy(cls, f, opaque) for f in dataclasses.fields(cls) if f.name in fields}
     base_obj = to_engine(engine, base)  # never the kit's own spec (common.to_engine)
-    if type(base_obj) is not cls:
-        base_obj = cls(**{f.name: getattr(base_obj, f.name) for f in dataclasses.fields(type(base_obj))
+    if type(base_obj) is not cls:  # another class stands for the kind (a plugin's subclass, a subkind)
+        base_obj = cls(**{f.name: getattr(base_obj, f.name) for f in dataclasses.fields(cls)
                           if f.init and hasattr(base_obj, f.name)})
 
     def build(values: dict[str, Any]) -> Any:
@@ -131,6 +143,46 @@ def _role_free(engine: Engine, class_name: str) -> None:
     probe()
     if found:
         raise found[0]
+
+
+DECLARED = 2
+"""``Example.cut`` of a declared field's role check (``field``: ``Kind.field``)."""
+RULES = {"layout": "agree", "allocation": "agree", "capability": "union", "annotation-any": "union",
+         "annotation-common": "keep"}
+"""A declared role -> the merge rule judged beyond ``keep`` (a merge of one keeps the value)."""
+
+
+def _declared_role(engine: Engine, ex: Example) -> None:
+    """A declared field (``DeclaredRoles``) merged by its role, on the example's base spec in the
+    engine's own class with the field set to each declared value."""
+    kind, _, name = str(ex.field).partition(".")
+    found = [r for r in engine.declared_roles() if (r.kind, r.field) == (kind, name)] \
+        if isinstance(engine, DeclaredRoles) else []
+    if not found or not ex.specs:
+        return
+    values = tuple(found[0].values)
+    obj = to_engine(engine, ex.specs[0])
+    members = [dataclasses.replace(obj, **{name: v}) for v in values]
+    for member, value in zip(members, values, strict=True):
+        kept = getattr(engine.merge([member]), name)
+        if not (kept == value and type(kept) is type(value)):
+            raise Violation(f"merge of one {kind} with its declared {found[0].role} field {name}={value!r} returned "
+                            f"{name}={kept!r}", DeclaredRule(name, values, "keep"),
+                            per_field("declared-changed", [kind], [name]))
+    rule = RULES[str(found[0].role)]
+    if rule == "agree":
+        try:
+            merged = engine.merge(members)
+        except Exception:  # noqa: BLE001 - refused, as a layout or allocation field's disagreement must be
+            return
+        raise Violation(f"{kind} members differing only in their declared {found[0].role} field {name} "
+                        f"({', '.join(map(repr, values))}) were merged into {name}={getattr(merged, name)!r}",
+                        DeclaredRule(name, values, "agree"), per_field("declared-accepted", [kind], [name]))
+    if rule == "union":
+        union = getattr(engine.merge(members), name)
+        if union != any(values):
+            raise Violation(f"merge of {kind} members with {name}={values} gave {union!r}, not their union",
+                            DeclaredRule(name, values, "union"), per_field("declared-not-union", [kind], [name]))
 
 
 ROLE_LAWS: tuple[Law, ...] = (

@@ -55,8 +55,10 @@ class Mutant(ReferenceEngine):
     def render_page_size(self, obj_expr: str) -> str:
         return f"_mutant.page_size({obj_expr})"
 
-    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str) -> str:
-        return f"_mutant.plan_layers({table_expr}, {memory_expr}, hybrid={hybrid_expr})"
+    def render_plan(self, table_expr: str, memory_expr: str, hybrid_expr: str,
+                    block_outermost_expr: str = "False") -> str:
+        return (f"_mutant.plan_layers({table_expr}, {memory_expr}, hybrid={hybrid_expr}, "
+                f"block_outermost={block_outermost_expr})")
 
     def render_plan_view(self, plan_expr: str) -> str:
         return (f"({plan_expr}.num_blocks, [(t.layer_names, t.size_bytes, t.offset, t.layer_stride, t.block_stride) "

@@ -142,3 +142,43 @@ class TensorPerGroup(Mutant):
                 tensors.append(EngineTensor(tuple(g.layer_names), first.size_bytes, first.offset,
                                             first.layer_stride, first.block_stride))
         return dataclasses.replace(planned, tensors=tuple(tensors))
+
+
+@_register
+class ContiguousSplit(Mutant):
+    """PLAN-MATCH-1: a bucket of mergeable layers is split into groups of consecutive layers."""
+
+    key = "contiguous-split"
+    description = ("a bucket of mergeable layers is split into groups of consecutive layers "
+                   "(layers[i*k:(i+1)*k]) instead of every n-th layer; every invariant still holds")
+    imitates = ("the split vLLM 0.34.0's _get_kv_cache_groups_uniform_page_size rejects in its own comment: "
+                "with pipeline parallelism each stage's groups are then padded")
+    expected_clauses = ("PLAN-MATCH-1",)
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
+        planned = reference.plan(dict(objs_by_layer), memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
+        position = {n: i for i, n in enumerate(objs_by_layer)}
+        groups: list[planning.PlanGroup] = []
+        run: list[planning.PlanGroup] = []  # consecutive merged groups of one spec: one split bucket
+        for g in [*planned.groups, None]:
+            if g is not None and run and g.spec is not None and g.spec == run[0].spec:
+                run.append(g)
+                continue
+            groups.extend(_consecutive(run, position))
+            run = [] if g is None else [g]
+        return plan_of(sizing.size_plan(groups, memory_bytes, block_outermost))
+
+
+def _consecutive(run: list[planning.PlanGroup], position: Mapping[str, int]) -> list[planning.PlanGroup]:
+    """The groups of one split bucket re-cut, in the same sizes, from its layers in table order."""
+    if len(run) < 2 or run[0].spec is None:
+        return run
+    spec = run[0].spec
+    ordered = sorted((n for g in run for n in g.layer_names), key=position.__getitem__)
+    out, start = [], 0
+    for g in run:
+        part = tuple(ordered[start:start + len(g.layer_names)])
+        start += len(part)
+        out.append(planning.PlanGroup(part, spec, tuple((n, spec) for n in part)))
+    return out

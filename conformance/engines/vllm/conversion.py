@@ -38,7 +38,7 @@ class VllmConversion(VllmDiscovery):
         if cls is None:
             return {}
         have = {f.name for f in dataclasses.fields(cls)}
-        missing = {f.name: f"vllm {self.version}'s {kind.__name__} has no field {f.name}"
+        missing = {f.name: f"{self.name} {self.version}'s {kind.__name__} has no field {f.name}"
                    for f in dataclasses.fields(kind) if f.name not in have}
         hints = self.field_types(cls)
         enums = self.engine_enums()
@@ -49,7 +49,7 @@ class VllmConversion(VllmDiscovery):
             hint = hints.get(f.name)
             if hint is str or ref_type.__name__ in enums and enums[ref_type.__name__] in (hint, *typing.get_args(hint)):
                 continue
-            missing[f.name] = (f"vllm {self.version}'s {kind.__name__}.{f.name} is "
+            missing[f.name] = (f"{self.name} {self.version}'s {kind.__name__}.{f.name} is "
                                f"{getattr(hint, '__name__', hint)!s}, not a {ref_type.__name__} the adapter can "
                                "give (no such enum in this release)")
         derived = self._derived_without_effect(kind, cls, set(missing))
@@ -81,7 +81,7 @@ class VllmConversion(VllmDiscovery):
                 continue
             found = self._derived_if_without_effect(cls, given, base, f, init)
             if found:
-                out[f.name] = (f"vllm {self.version}'s {kind.__name__} derives {f.name}="
+                out[f.name] = (f"{self.name} {self.version}'s {kind.__name__} derives {f.name}="
                                f"{found[0]!r} when not given and leaves it out of its page")
         return out
 
@@ -109,7 +109,7 @@ class VllmConversion(VllmDiscovery):
                 return value.value
             engine_enum = self.engine_enums().get(type(value).__name__)
             if engine_enum is None:
-                raise UnmappableResult(f"vllm {self.version} has no enum for {type(value).__name__}")
+                raise UnmappableResult(f"{self.name} {self.version} has no enum for {type(value).__name__}")
             if isinstance(value, SparseCacheRole):
                 return engine_enum(value.value)
             return engine_enum[value.name]
@@ -145,7 +145,7 @@ class VllmConversion(VllmDiscovery):
         the engine code a conversion runs is traced as it was found."""
         cls = self.engine_class(type(spec))
         if cls is None:
-            raise UnmappableResult(f"vllm {self.version} has no {type(spec).__name__}")
+            raise UnmappableResult(f"{self.name} {self.version} has no {type(spec).__name__}")
         # Keyed by the spec object, not its value: an equal spec whose values are other objects
         # reaches the engine with those objects (an engine comparing with ``is`` tells them
         # apart). The entry holds the spec, so its id stays its own.
@@ -173,9 +173,14 @@ class VllmConversion(VllmDiscovery):
         return kwargs
 
     def from_engine(self, obj: Any) -> KVCacheSpec:
-        kind = KINDS_BY_NAME.get(type(obj).__name__)
+        # the contract kind of an engine class: by inheritance (a plugin's subclass is its base's kind)
+        kinds: dict[type, type[KVCacheSpec] | None] = self.__dict__.setdefault("_kinds", {})
+        if type(obj) not in kinds:
+            name = self.kind_of(type(obj))
+            kinds[type(obj)] = KINDS_BY_NAME.get(name) if name is not None else None
+        kind = kinds[type(obj)]
         if kind is None:
-            raise UnmappableResult(f"vllm returned a {type(obj).__name__}, not a reference kind")
+            raise UnmappableResult(f"{self.name} returned a {type(obj).__name__}, not a reference kind")
         # the fields to read back, per engine class: those it has, less those not read back
         readable: dict[type, tuple[tuple[str, Any], ...]] = self.__dict__.setdefault("_readable", {})
         fields = readable.get(type(obj))

@@ -1,10 +1,9 @@
 """What a vLLM release has, read from its code: its spec classes and their fields'
 annotations, its enums, the cache dtypes and enum members it accepts, the kinds it lacks.
 
-Where to look is the engine's (class attributes of
-:class:`~kvcontract.conformance.engines.vllm.engine.VllmEngine`, which a fork's adapter
-overrides): the spec module, the base spec class names, the dtype table's modules, the
-enums' fallback homes. What the contract knows is the reference's (:data:`REF_ENUMS`).
+Where to look is the engine's declaration (:class:`~kvcontract.conformance.engines.vllm.homes.EngineHomes`,
+``self.homes``): the spec module, the base spec class names, the dtype table's modules, the
+enums' fallback homes; a plugin's spec classes replace the base engine's for their kinds. What the contract knows is the reference's (:data:`REF_ENUMS`).
 """
 
 from __future__ import annotations
@@ -21,7 +20,10 @@ from typing import Any, ClassVar
 
 from kvcontract.conformance.contract.surface import spec_subclasses
 from kvcontract.conformance.engines.protocol import EngineUnavailable
+from kvcontract.conformance.engines.vllm.homes import EngineHomes
+from kvcontract.conformance.engines.vllm.loading import base_kind
 from kvcontract.reference import (
+    KINDS_BY_NAME,
     SPEC_KINDS,
     KVCacheSpec,
     KVDtype,
@@ -69,11 +71,11 @@ def _hints(kind: type) -> dict[str, Any] | None:
 class VllmDiscovery:
     """Reading a release (the first layer of :class:`~kvcontract.conformance.engines.vllm.engine.VllmEngine`)."""
 
-    # Where the release keeps things: set by VllmEngine (see there), overridable by a subclass.
-    INTERFACE_MODULE: ClassVar[str]
-    SPEC_BASE_NAMES: ClassVar[tuple[str, ...]]
-    DTYPE_TABLE_MODULES: ClassVar[tuple[str, ...]]
-    ENUM_HOMES: ClassVar[tuple[tuple[str, str, str], ...]]
+    homes: EngineHomes
+    """Where the engine keeps things (its declaration's)."""
+    name: str
+    _plugin_classes: dict[str, type]
+    """Contract kind name -> the plugin's class that replaces the base engine's (by inheritance)."""
     REF_ENUM_OF_ENGINE: ClassVar[dict[str, str]]
     ENGINE_ENUMS: ClassVar[dict[str, type[enum.Enum]]]
     ENGINE_ONLY_VALUES: ClassVar[dict[str, Any]]
@@ -86,17 +88,29 @@ class VllmDiscovery:
     _plain: set[str] | None
 
     def engine_class(self, kind: type[KVCacheSpec]) -> type | None:
-        cls = getattr(self.interface, kind.__name__, None)
+        """The engine class built for ``kind``: a plugin's subclass where it has one, else the
+        spec module's class of the kind's name."""
+        cls = self._plugin_classes.get(kind.__name__) or getattr(self.interface, kind.__name__, None)
         return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+
+    def kind_of(self, cls: type) -> str | None:
+        """The contract kind an engine class stands for: a class of the spec module, the kind of its
+        own name (a class the engine adds there, even one deriving from a kind, is new: the drift
+        guard names it); a plugin's spec class, the kind of the nearest base it derives from."""
+        if getattr(self.interface, cls.__name__, None) is cls:
+            return cls.__name__ if cls.__name__ in KINDS_BY_NAME else None
+        if cls in self._plugin_classes.values():
+            return base_kind(cls, self.interface)
+        return None
 
     def spec_classes(self) -> list[type]:
         """``KVCacheSpec`` and every dataclass subclass of it, transitively, that
         the loaded modules define (ROLE-COVER-1): introspection, not a list."""
-        base = next((c for c in (getattr(self.interface, n, None) for n in self.SPEC_BASE_NAMES)
+        base = next((c for c in (getattr(self.interface, n, None) for n in self.homes.spec_bases)
                      if isinstance(c, type)), None)
         if base is None:
-            raise EngineUnavailable(f"vllm {self.version}'s kv_cache_interface defines none of "
-                                    f"{', '.join(self.SPEC_BASE_NAMES)} as a class")
+            raise EngineUnavailable(f"{self.name} {self.version}'s {self.homes.interface} defines none of "
+                                    f"{', '.join(self.homes.spec_bases)} as a class")
         return spec_subclasses(base)
 
     def field_types(self, cls: type) -> dict[str, Any]:
@@ -119,7 +133,7 @@ class VllmDiscovery:
 
     def engine_enums(self) -> dict[str, type[enum.Enum]]:
         """Reference value type name -> the release's enum for it, read from the
-        annotations of its spec classes' fields (``ENUM_HOMES`` as a fallback)."""
+        annotations of its spec classes' fields (the declared ``enum_homes`` as a fallback)."""
         if self._engine_enums is None:
             self._engine_enums = self._find_engine_enums()
         return self._engine_enums
@@ -134,7 +148,7 @@ class VllmDiscovery:
                         if key is not None:
                             found.setdefault(key, candidate)
         plain = self._string_valued()
-        for key, module, name in self.ENUM_HOMES:
+        for key, module, name in self.homes.enum_homes:
             if key not in found and key not in plain and key in self._enum_fields_present():
                 engine_enum = self._engine_enum(module, name)
                 if engine_enum is not None:
@@ -165,7 +179,7 @@ class VllmDiscovery:
     def _engine_dtypes(self) -> list[Any]:
         """Every torch dtype the release's cache-dtype names map to (the dtypes its
         page-size formula, ``get_dtype_size``, is asked about)."""
-        for module in self.DTYPE_TABLE_MODULES:
+        for module in self.homes.dtype_tables:
             try:
                 table = getattr(importlib.import_module(module), "STR_DTYPE_TO_TORCH_DTYPE", None)
             except ImportError:
@@ -239,9 +253,9 @@ class VllmDiscovery:
         out: dict[type[KVCacheSpec], str] = {}
         for k in SPEC_KINDS:
             if self.engine_class(k) is None:
-                out[k] = f"vllm {self.version} has no {k.__name__}"
+                out[k] = f"{self.name} {self.version} has no {k.__name__}"
             elif extras := self._required_extras(k):
-                out[k] = (f"vllm {self.version}'s {k.__name__} requires {', '.join(extras)}, which the "
+                out[k] = (f"{self.name} {self.version}'s {k.__name__} requires {', '.join(extras)}, which the "
                           "contract has no value for")
         return out
 

@@ -1,7 +1,12 @@
-"""The installed vLLM behind the engine protocol (version-aware).
+"""The installed vLLM, or an engine built on its spec layer (a fork, a plugin), behind the
+engine protocol (version-aware).
 
-Reference kinds map to vLLM's classes of the same name in
-``vllm.v1.kv_cache_interface``; fields map by name. A kind or field that the
+What the adapter drives is the engine's declaration (:mod:`.homes`: its package and where it
+keeps each part; vLLM's by default): nothing imports ``vllm`` by name. Loading
+(:mod:`.loading`) imports the declared package, and for a plugin its stand-ins for device
+modules, its patch modules and registrations. Reference kinds map to the classes of the same
+name in the declared spec module (``vllm.v1.kv_cache_interface``), or to a plugin's
+subclass of one (by inheritance); fields map by name. A kind or field that the
 installed release lacks is reported by :meth:`unsupported_kinds` /
 :meth:`unsupported_fields`, so clauses skip or keep it at its default, never
 crash. Grouping comes from ``vllm.v1.core.kv_cache_planning`` (0.34.0) or
@@ -17,16 +22,15 @@ the dtypes and enum members the release accepts from vLLM itself.
 (:mod:`.grouping`), repro snippets (:mod:`.snippets`), the fields its code sets
 (:mod:`.producible`, the default domain of ``check``); this module adds loading
 (:mod:`.source` for a source tree), merge, page size and routing (:mod:`.routing`).
-Where a release keeps what the adapter drives are class attributes of
-:class:`VllmEngine`, read through ``self``: a fork's adapter subclasses it and
-overrides them.
+A fork's or plugin's adapter is one declaration (``conformance/engines/aphrodite.py``,
+``conformance/engines/vllm_ascend.py``) passed to :class:`VllmEngine`.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-import importlib
+import importlib.metadata
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +38,8 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from kvcontract.conformance.engines.protocol import EngineUnavailable, Router
+from kvcontract.conformance.engines.vllm.homes import VLLM, EngineDeclaration, FieldRole
+from kvcontract.conformance.engines.vllm.loading import load, plugin_classes
 from kvcontract.conformance.engines.vllm.planner import VllmPlanning
 from kvcontract.conformance.engines.vllm.producible import VllmProducible
 from kvcontract.conformance.engines.vllm.source import distribution_of, git_state, use_source_tree
@@ -48,27 +54,10 @@ class VllmEngine(VllmPlanning, VllmProducible):
     supports_empty_merge = True
     """merge is a classmethod: with no member, the base class's ``KVCacheSpec.merge([])``."""
 
-    # -- where the release keeps things (a fork's adapter overrides these) ----------------
-    INTERFACE_MODULE: ClassVar[str] = "vllm.v1.kv_cache_interface"
-    """The spec classes: a reference kind maps to this module's class of the same name."""
-    PLANNING_MODULES: ClassVar[tuple[str, ...]] = ("vllm.v1.core.kv_cache_planning",
-                                                   "vllm.v1.core.kv_cache_utils")
-    """Where grouping lives: the first that imports and has ``is_kv_cache_spec_uniform``."""
-    LAYOUT_MODULE: ClassVar[str] = "vllm.v1.kv_cache_layout"
-    """Where a release keeps ``KVCacheLayout`` (grouping's ``"LAYOUT"`` config value)."""
-    DTYPE_TABLE_MODULES: ClassVar[tuple[str, ...]] = ("vllm.utils.torch_utils", "vllm.utils")
-    """Where a release keeps ``STR_DTYPE_TO_TORCH_DTYPE``, its cache-dtype-name table."""
-    ENUM_HOMES: ClassVar[tuple[tuple[str, str, str], ...]] = (
-        ("KVQuantMode", "vllm.v1.kv_cache_interface", "KVQuantMode"),
-        ("SparseCacheRole", "vllm.v1.kv_cache_interface", "SparseCacheRole"),
-        ("MambaType", "vllm.v1.attention.backends.registry", "MambaAttentionBackendEnum"),
-    )
-    """Reference value type -> where vLLM 0.34.0 defines its enum: only a fallback. The
-    enums a release uses are read from its spec classes' field annotations
-    (:meth:`VllmEngine.field_types`); a release whose field holds a plain ``str``
-    (``MambaSpec.mamba_type`` before 0.28) gets the reference value's string."""
-    SPEC_BASE_NAMES: ClassVar[tuple[str, ...]] = ("KVCacheSpec", "KVCacheSpecBase")
-    """The base spec class (0.7.x: ``KVCacheSpecBase``; ``KVCacheSpec`` was a dict alias there)."""
+    # -- what the engine declares (a fork's or plugin's adapter passes its own) -------------
+    DECLARATION: ClassVar[EngineDeclaration] = VLLM
+    """The engine's package, where it keeps each part, its plugin and its added fields' roles
+    (:mod:`.homes`); vLLM's by default."""
     ENGINE_ONLY_VALUES: ClassVar[dict[str, Any]] = {"use_mla": False}
     """Required fields of older releases with no contract counterpart, and the value
     every kind that maps by name has: before 0.11.0 MLA was ``FullAttentionSpec(use_mla=True)``,
@@ -105,23 +94,32 @@ class VllmEngine(VllmPlanning, VllmProducible):
     exists). Grouping is given only the paths it reads (:meth:`VllmEngine.group_layers`
     learns them); a path not listed here means grouping cannot be driven."""
 
-    def __init__(self, source_path: str | os.PathLike[str] | None = None) -> None:
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-        self.source_path = use_source_tree(source_path) if source_path is not None else None
-        try:
-            import torch
-            import vllm
-            self.interface = importlib.import_module(self.INTERFACE_MODULE)
-        except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
-            raise EngineUnavailable(f"vllm is not importable here: {type(exc).__name__}: {exc}") from None
+    def __init__(self, source_path: str | os.PathLike[str] | None = None,
+                 declaration: EngineDeclaration | None = None) -> None:
+        self.declaration = declaration or self.DECLARATION
+        self.homes = self.declaration.homes
+        self.name = self.declaration.name
+        os.environ.setdefault(self.homes.logging_env, "ERROR")
+        package = self.homes.package
+        self.source_path = use_source_tree(source_path, package) if source_path is not None else None
+        loaded = load(self.declaration)
         if self.source_path is not None:
-            loaded = Path(getattr(vllm, "__file__", "") or "").resolve()
-            if not loaded.is_relative_to(self.source_path):
-                raise EngineUnavailable(f"import vllm found {loaded.parent}, not the source tree "
-                                        f"{self.source_path} (vllm was imported before the tree was put first)")
-        self.torch = torch
-        self._package: ModuleType = vllm
-        self.version = str(getattr(vllm, "__version__", "unknown"))
+            found = Path(getattr(loaded.package, "__file__", "") or "").resolve()
+            if not found.is_relative_to(self.source_path):
+                raise EngineUnavailable(f"import {package} found {found.parent}, not the source tree "
+                                        f"{self.source_path} ({package} was imported before the tree was put first)")
+        self.torch = loaded.torch
+        self.interface = loaded.interface
+        self._package: ModuleType = loaded.package
+        self._plugin_package = loaded.plugin_package
+        self.stubs_used = loaded.stubs
+        self.patches_loaded = loaded.patches
+        self.base_version = str(getattr(loaded.package, "__version__", "unknown"))
+        version_module = loaded.plugin_package if self.declaration.version_package != package else loaded.package
+        self.version = str(getattr(version_module, "__version__", None) or self._installed_version())
+        self._plugin_classes = (plugin_classes(self.declaration.plugin, self.interface)
+                                if self.declaration.plugin is not None else {})
+        self._planning_problems: list[str] = []
         self.planning = self._find_planning()
         self.planning_module = getattr(self.planning, "__name__", None)
         self._config_values = {}
@@ -134,14 +132,27 @@ class VllmEngine(VllmPlanning, VllmProducible):
         self._router: Router | None = None
         self._router_problem: str | None = None
 
+    def _installed_version(self) -> str:
+        """The declared distribution's installed version (a package without ``__version__``)."""
+        try:
+            return importlib.metadata.version(self.declaration.distribution or self.homes.package)
+        except importlib.metadata.PackageNotFoundError:
+            return "unknown"
+
     # -- declared capabilities (engines.protocol) -----------------------------------------
     def source_info(self) -> dict[str, str] | None:
-        """Where the checked vLLM comes from, for a source tree (the report's ``engine_source``)."""
+        """Where the checked engine comes from, for a source tree (the report's ``engine_source``)."""
         return git_state(self.source_path) if self.source_path is not None else None
 
     def source_roots(self) -> list[str]:
-        """vLLM's package directory: its frames are the engine's (a finding's location)."""
-        return [str(Path(getattr(self._package, "__file__", "") or "").resolve().parent)]
+        """The engine's package directory, and a plugin's: their frames are the engine's (a
+        finding's location)."""
+        packages = [self._package, *([self._plugin_package] if self._plugin_package is not None else [])]
+        return [str(Path(getattr(p, "__file__", "") or "").resolve().parent) for p in packages]
+
+    def declared_roles(self) -> tuple[FieldRole, ...]:
+        """The roles the declaration gives fields the engine adds (``DeclaredRoles``)."""
+        return self.declaration.field_roles
 
     def model_tables(self) -> list[tuple[str, tuple[tuple[str, KVCacheSpec], ...]]]:
         """The real model tables built with this release's own spec-building code
@@ -177,10 +188,14 @@ class VllmEngine(VllmPlanning, VllmProducible):
 
     @functools.cached_property
     def distribution(self) -> str | None:
-        """The distribution this vLLM comes from (which bundled expectations apply): the
-        installed one that ships the imported ``vllm`` (``vllm`` for vLLM's own), ``vllm``
-        for a source tree, None when no installed distribution ships it."""
-        return "vllm" if self.source_path is not None else distribution_of(self._package)
+        """The distribution this engine comes from (which bundled expectations apply): the
+        installed one that ships the imported package (``vllm`` for vLLM's own; a plugin's
+        for a plugin), the declared one for a source tree, None when no installed
+        distribution ships it."""
+        if self.source_path is not None:
+            return self.declaration.distribution
+        shipped = self._plugin_package if self._plugin_package is not None else self._package
+        return distribution_of(shipped)
 
     # -- operations -----------------------------------------------------------------------
     def merge(self, objs: Sequence[Any]) -> Any:
@@ -196,16 +211,19 @@ class VllmEngine(VllmPlanning, VllmProducible):
             from kvcontract.conformance.engines.vllm.routing import VllmRouter
 
             try:
-                self._router = VllmRouter().route
+                self._router = VllmRouter(self.homes, self.name).route
             except Exception as exc:  # noqa: BLE001 - a release whose builder cannot be driven skips
                 self._router_problem = f"{type(exc).__name__}: {exc}"
         return self._router
 
     def router_unavailable(self) -> str:
-        return (f"vllm {self.version}: the routing adapter cannot drive this release's MLA "
+        return (f"{self.name} {self.version}: the routing adapter cannot drive this release's MLA "
                 f"metadata builder ({self._router_problem})")
 
     def router_source(self) -> list[str]:
-        return ["# vLLM's MLACommonMetadataBuilder.build (split_decodes_and_prefills), built on the CPU",
-                "from kvcontract.conformance.engines.vllm.routing import VllmRouter",
-                "ROUTE = VllmRouter().route"]
+        lines = ["# the engine's MLACommonMetadataBuilder.build (split_decodes_and_prefills), built on the CPU",
+                 "from kvcontract.conformance.engines.vllm.routing import VllmRouter"]
+        if self.homes == VLLM.homes:
+            return [*lines, "ROUTE = VllmRouter().route"]
+        return [*lines, "from kvcontract.conformance.engines.declared import declaration_of",
+                f"ROUTE = VllmRouter(declaration_of({self.name!r}).homes, {self.name!r}).route"]

@@ -4,7 +4,10 @@ Grouping (``get_kv_cache_groups``) is handed only the part of a ``VllmConfig`` i
 seen to read: :meth:`VllmGrouping.group_layers` learns the paths by trying, each with
 its neutral value (``NEUTRAL_CONFIG``, a class attribute of
 :class:`~kvcontract.conformance.engines.vllm.engine.VllmEngine`). A path without one
-means grouping cannot be driven here (:class:`GroupingUnavailable`): no finding.
+means grouping cannot be driven here (:class:`GroupingUnavailable`): no finding. Where
+grouping lives is the engine's declaration (``homes.planning``); a module there that fails
+to import is reported as that import failure (naming the missing package), never as a
+missing function.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from kvcontract.conformance.contract.model import KitFailure
 from kvcontract.conformance.engines.protocol import EngineGroup, EngineUnavailable
 from kvcontract.conformance.engines.vllm.config import ConfigGap, StrictConfig
 from kvcontract.conformance.engines.vllm.conversion import VllmConversion
+from kvcontract.conformance.engines.vllm.loading import try_import
 from kvcontract.reference import KVDtype
 
 
@@ -28,8 +32,6 @@ class GroupingUnavailable(KitFailure):
 class VllmGrouping(VllmConversion):
     """Uniformity and grouping (the third layer of :class:`~kvcontract.conformance.engines.vllm.engine.VllmEngine`)."""
 
-    PLANNING_MODULES: ClassVar[tuple[str, ...]]
-    LAYOUT_MODULE: ClassVar[str]
     NEUTRAL_CONFIG: ClassVar[dict[str, Any]]
 
     planning: ModuleType | None
@@ -37,22 +39,31 @@ class VllmGrouping(VllmConversion):
     _config_values: dict[str, Any]
     """Config paths grouping was seen to read, with their neutral values."""
     _grouping_problem: str | None
+    _planning_problems: list[str]
+    """Why a module of ``homes.planning`` that exists did not import (a missing package)."""
 
     def _find_planning(self) -> ModuleType | None:
-        """The first of :attr:`PLANNING_MODULES` that imports and has ``is_kv_cache_spec_uniform``."""
-        for module in self.PLANNING_MODULES:
-            try:
-                candidate = importlib.import_module(module)
-            except ImportError:
+        """The first module of ``homes.planning`` that imports and has ``is_kv_cache_spec_uniform``;
+        a module that exists and fails to import is remembered with why (:meth:`_no_planning`)."""
+        for module in self.homes.planning:
+            candidate, why = try_import(module)
+            if candidate is None:
+                if "does not exist here" not in why:
+                    self._planning_problems.append(why)
                 continue
             if hasattr(candidate, "is_kv_cache_spec_uniform"):
                 return candidate
         return None
 
+    def _no_planning(self, wanted: str) -> str:
+        """Why ``wanted`` cannot be found: the import failure that hid it, else its absence."""
+        if self._planning_problems:
+            return f"{self.name} {self.version}: {'; '.join(self._planning_problems)}"
+        return f"{self.name} {self.version} has no {wanted} in {', '.join(self.homes.planning)}"
+
     def _require_planning(self) -> Any:
         if self.planning is None:
-            raise EngineUnavailable(f"vllm {self.version}: no module of {self.PLANNING_MODULES} "
-                                    "has is_kv_cache_spec_uniform")
+            raise EngineUnavailable(self._no_planning("is_kv_cache_spec_uniform"))
         return self.planning
 
     def is_uniform(self, objs_by_layer: Mapping[str, Any]) -> bool:
@@ -61,7 +72,7 @@ class VllmGrouping(VllmConversion):
     def _layout(self) -> Any:
         """A function returning the release's layer-outermost ``KVCacheLayout``."""
         try:
-            layout_module = importlib.import_module(self.LAYOUT_MODULE)
+            layout_module = importlib.import_module(self.homes.layout)
         except ImportError:
             raise ConfigGap("cache_config.get_resolved_kv_cache_layout") from None
         layout = next(m for m in layout_module.KVCacheLayout if not m.is_block_outermost)
@@ -99,17 +110,21 @@ class VllmGrouping(VllmConversion):
 
         return build("", cls.config_tree(values))
 
-    def _learn(self, gap: ConfigGap) -> bool:
-        """Add the neutral value of the path grouping read; False when there is none."""
+    def _learn(self, gap: ConfigGap, into: dict[str, Any] | None = None,
+               exclude: Mapping[str, Any] | None = None) -> bool:
+        """Add the neutral value of the path the engine read to ``into`` (grouping's config by
+        default); False when there is none, or it is given already (in ``into`` or ``exclude``)."""
+        values = self._config_values if into is None else into
+        given = {**(exclude or {}), **values}
         path = gap.path
         known = next((p for p in self.NEUTRAL_CONFIG if p == path or p.startswith(path + ".")
                       or path.startswith(p + ".")), None)
-        if known is None or known in self._config_values:
+        if known is None or known in given:
             return False
         if path.startswith(known + "."):
-            return False  # grouping reads below a value we set (None): not neutral after all
+            return False  # the engine reads below a value we set (None): not neutral after all
         try:
-            self._config_values[known] = self._neutral(known)
+            values[known] = self._neutral(known)
         except ConfigGap:
             return False
         return True
@@ -121,7 +136,7 @@ class VllmGrouping(VllmConversion):
         failure, makes grouping unavailable (what the engine itself raises does not:
         that is for the laws to judge)."""
         if self.planning is None or not hasattr(self.planning, "get_kv_cache_groups"):
-            return (f"vllm {self.version} has no get_kv_cache_groups in {', '.join(self.PLANNING_MODULES)}")
+            return self._no_planning("get_kv_cache_groups")
         if self._grouping_problem is None:
             self._grouping_problem = ""
             from kvcontract.reference import FullAttentionSpec
@@ -142,17 +157,16 @@ class VllmGrouping(VllmConversion):
         could not drive grouping, which is no finding of the engine."""
         planning = self.planning
         if planning is None or not hasattr(planning, "get_kv_cache_groups"):
-            raise GroupingUnavailable(f"vllm {self.version} has no get_kv_cache_groups in "
-                                      f"{', '.join(self.PLANNING_MODULES)}")
+            raise GroupingUnavailable(self._no_planning("get_kv_cache_groups"))
         for _ in range(len(self.NEUTRAL_CONFIG) + 1):
             try:
                 groups = planning.get_kv_cache_groups(self.grouping_config(), dict(objs_by_layer))
                 break
             except ConfigGap as gap:
                 if not self._learn(gap):
-                    raise GroupingUnavailable(f"vllm {self.version}: {gap}") from None
+                    raise GroupingUnavailable(f"{self.name} {self.version}: {gap}") from None
         else:  # pragma: no cover - every retry learns one more path
-            raise GroupingUnavailable(f"vllm {self.version}: grouping's config needs did not settle")
+            raise GroupingUnavailable(f"{self.name} {self.version}: grouping's config needs did not settle")
         return self._engine_groups(groups)
 
     def _engine_groups(self, groups: Any) -> list[EngineGroup]:

@@ -40,6 +40,7 @@ import hashlib
 import os
 import pickle
 import re
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -62,7 +63,8 @@ from kvcontract.conformance.engines.vllm.producible_ast import (
 from kvcontract.reports import cache_dir
 
 INTERFACE_PATH = ("v1", "kv_cache_interface.py")
-"""Where the spec classes live, relative to the ``vllm`` package directory."""
+"""Where vLLM's spec classes live, relative to its package directory (another engine's: its
+declared spec module, :meth:`VllmProducible.producible_source`)."""
 REBUILD = "replace_as"
 """vLLM's ``replace_as(spec, target_cls, *, drop=(), **changes)`` (``kv_cache_interface``): ``spec``
 rebuilt as another kind, its fields carried over (grouping's promotion of sliding-window kinds)."""
@@ -134,12 +136,13 @@ class ProducibleScan:
 
 
 @functools.cache
-def _scan_cached(root: str) -> ProducibleScan:
+def _scan_cached(root: str, extra: tuple[str, ...] = (), spec_files: tuple[str, ...] = ()) -> ProducibleScan:
     """The scan of ``root``, from the kit's disk cache (:func:`~kvcontract.reports.cache_dir`)
     when no ``.py`` file under it (nor this scanner) changed since it was stored: every worker
     of every run needs it, and parsing the release takes over a second. Any problem with the
     cache means a fresh scan."""
-    path = _cache_path(Path(root))
+    roots = (Path(root), *(Path(e) for e in extra))
+    path = _cache_path(roots, spec_files)
     if path is not None:
         try:
             with path.open("rb") as fh:
@@ -148,7 +151,7 @@ def _scan_cached(root: str) -> ProducibleScan:
                 return cached
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
             pass
-    scan = _scan(Path(root))
+    scan = _scan(roots, tuple(Path(f) for f in spec_files))
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,10 +164,10 @@ def _scan_cached(root: str) -> ProducibleScan:
     return scan
 
 
-def _cache_path(package: Path) -> Path | None:
-    """The cache file for ``package`` as it is now: named by a digest of the scanner's own
-    source (this module and its AST helpers) and every ``.py`` file's path, size and
-    modification time."""
+def _cache_path(packages: tuple[Path, ...], spec_files: tuple[str, ...]) -> Path | None:
+    """The cache file for ``packages`` as they are now: named by a digest of the scanner's own
+    source (this module and its AST helpers), the spec files named and every ``.py`` file's
+    path, size and modification time."""
     base = cache_dir()
     if base is None:
         return None
@@ -172,30 +175,39 @@ def _cache_path(package: Path) -> Path | None:
     try:
         for scanner in (Path(__file__), Path(producible_ast.__file__)):
             digest.update(scanner.read_bytes())
-        digest.update(str(package).encode())
-        for directory, dirs, files in os.walk(package):
-            dirs.sort()
-            for name in sorted(files):
-                if name.endswith(".py"):
-                    st = os.stat(os.path.join(directory, name))
-                    digest.update(f"{directory}/{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+        digest.update(repr(spec_files).encode())
+        for package in packages:
+            digest.update(str(package).encode())
+            for directory, dirs, files in os.walk(package):
+                dirs.sort()
+                for name in sorted(files):
+                    if name.endswith(".py"):
+                        st = os.stat(os.path.join(directory, name))
+                        digest.update(f"{directory}/{name}:{st.st_size}:{st.st_mtime_ns};".encode())
     except OSError:
         return None
     return base / "producible" / f"{digest.hexdigest()[:32]}.pickle"
 
 
-def scan_source(package_dir: str | os.PathLike[str]) -> ProducibleScan:
-    """The spec fields the release under ``package_dir`` (its ``vllm`` package directory) sets,
-    per kind, with their call sites; cached per directory."""
-    return _scan_cached(str(Path(package_dir).resolve()))
+def scan_source(package_dir: str | os.PathLike[str], extra: tuple[str | os.PathLike[str], ...] = (),
+                spec_files: tuple[str | os.PathLike[str], ...] = ()) -> ProducibleScan:
+    """The spec fields the release under ``package_dir`` (its package directory) sets, per kind,
+    with their call sites; cached per directory. ``spec_files``: the files defining the spec
+    classes (default: vLLM's ``v1/kv_cache_interface.py`` there); ``extra``: more package
+    directories whose calls count (a plugin's, whose spec files come after the base's)."""
+    return _scan_cached(str(Path(package_dir).resolve()), tuple(str(Path(e).resolve()) for e in extra),
+                        tuple(str(Path(f).resolve()) for f in spec_files))
 
 
-def _scan(package: Path) -> ProducibleScan:
+def _scan(packages: tuple[Path, ...], spec_files: tuple[Path, ...] = ()) -> ProducibleScan:
     start = time.perf_counter()
-    interface = package.joinpath(*INTERFACE_PATH)
-    if not interface.is_file():
-        raise FileNotFoundError(f"{package} has no {'/'.join(INTERFACE_PATH)}")
-    classes = read_classes(ast.parse(interface.read_text(encoding="utf-8"), str(interface)))
+    package = packages[0]
+    interfaces = spec_files or (package.joinpath(*INTERFACE_PATH),)
+    classes: dict[str, Any] = {}
+    for interface in interfaces:
+        if not interface.is_file():
+            raise FileNotFoundError(f"{interface} is not a file (the spec classes of {package})")
+        classes.update(read_classes(ast.parse(interface.read_text(encoding="utf-8"), str(interface))))
     mro = spec_classes(classes)
     positional = {k: positional_fields(k, classes, mro) for k in mro}
     all_fields = {k: {f for c in mro[k] for f, _ in classes[c].fields} for k in mro}
@@ -210,8 +222,7 @@ def _scan(package: Path) -> ProducibleScan:
     constructors: dict[str, list[CallSite]] = {k: [] for k in mro}
     sets: dict[str, dict[str, list[CallSite]]] = {k: {} for k in mro}
     files = parsed = 0
-    top = package.parent
-    for path in sorted(package.rglob("*.py")):
+    for path, top in ((p, root.parent) for root in packages for p in sorted(root.rglob("*.py"))):
         files += 1
         try:
             text = path.read_text(encoding="utf-8")
@@ -367,14 +378,35 @@ class VllmProducible:
     """The ``ProducibleDomain`` capability of the vLLM adapter: the fields the release's own code sets."""
 
     _package: Any
+    _plugin_package: Any
+    _plugin_classes: dict[str, type]
+    interface: Any
 
     def producible_source(self) -> Path:
-        """The ``vllm`` package directory the adapter loaded (a source tree's, or the installed one)."""
+        """The engine's package directory the adapter loaded (a source tree's, or the installed one)."""
         return Path(getattr(self._package, "__file__", "") or "").resolve().parent
 
     def producible_scan(self) -> ProducibleScan:
-        return scan_source(self.producible_source())
+        """The scan of the engine's package, and a plugin's (its spec files after the base's)."""
+        interface = Path(getattr(self.interface, "__file__", "") or "").resolve()
+        if self._plugin_package is None:
+            return scan_source(self.producible_source(), spec_files=(interface,))
+        plugin_dir = Path(getattr(self._plugin_package, "__file__", "") or "").resolve().parent
+        plugin_files = tuple(dict.fromkeys(
+            Path(getattr(sys.modules.get(c.__module__), "__file__", "") or "").resolve()
+            for c in self._plugin_classes.values()))
+        return scan_source(self.producible_source(), extra=(plugin_dir,), spec_files=(interface, *plugin_files))
 
     def producible_fields(self) -> Mapping[str, Mapping[str, ProducibleField]]:
-        """Per engine kind (class name), per field the engine's code sets: the call sites."""
-        return self.producible_scan().fields
+        """Per engine kind (the contract kind's name), per field the engine's code sets: the call
+        sites. A plugin's class counts for the kind it replaces, together with the base's."""
+        fields = self.producible_scan().fields
+        if not self._plugin_classes:
+            return fields
+        out = {k: dict(v) for k, v in fields.items()}
+        for kind, cls in self._plugin_classes.items():
+            for name, record in fields.get(cls.__name__, {}).items():
+                have = out.setdefault(kind, {}).get(name)
+                out[kind][name] = record if have is None else dataclasses.replace(
+                    have, sites=have.sites + record.sites, always_set=have.always_set and record.always_set)
+        return out

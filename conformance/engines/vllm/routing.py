@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import os
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -36,26 +37,18 @@ from kvcontract.conformance.contract.model import KitFailure
 from kvcontract.conformance.engines.native import concrete_ints
 from kvcontract.conformance.engines.protocol import EngineUnavailable
 from kvcontract.conformance.engines.vllm.config import StrictConfig
+from kvcontract.conformance.engines.vllm.homes import VLLM_HOMES, EngineHomes
 from kvcontract.conformance.run.worker import last_frame
 from kvcontract.reference import QueryLenSupport, Routing, RoutingRequest
 
-BUILDER_MODULES = ("vllm.model_executor.layers.attention.mla_attention", "vllm.v1.attention.backends.mla.common")
-"""Where a release keeps ``MLACommonMetadataBuilder`` (the first that imports and has it)."""
-BUILDER_MODULE = BUILDER_MODULES[0]
-PINNED_FLAG_MODULES = ("vllm.utils.torch_utils", "vllm.v1.attention.backends.utils", "vllm.utils")
 BUILDER_NEEDS = ("QueryLenSupport", "MLACommonMetadataBuilder")
 """What the builder's module must define for the adapter to drive it."""
 CAPABILITY = "supports_non_causal_multi_token_decode"
 """The builder's class variable for the non-causal multi-token decode capability (DISPATCH)."""
 
 
-METADATA_MODULES = ("vllm.v1.attention.backend", "vllm.v1.attention.backends.utils")
-"""Where a release keeps ``CommonAttentionMetadata``."""
-
 
 def _maybe_import(name: str) -> Any:
-    import importlib
-
     try:
         return importlib.import_module(name)
     except ImportError:
@@ -71,11 +64,11 @@ def _accepted(cls: Any, values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if k in names}
 
 
-def _import_vllm() -> tuple[Any, Any, Any, Any]:
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+def _import_engine(homes: EngineHomes) -> tuple[Any, Any, Any, Any]:
+    """torch, the builder's module, the metadata's module and the spec module, from where the
+    engine's homes say (the first of each that imports and has what is looked for)."""
+    os.environ.setdefault(homes.logging_env, "ERROR")
     try:
-        import importlib
-
         import torch
 
         # The builder's module imports vLLM's Triton kernels: without a GPU, import them
@@ -86,7 +79,7 @@ def _import_vllm() -> tuple[Any, Any, Any, Any]:
         os.environ.update(wanted)
         try:
             mla, problems = None, []
-            for name in BUILDER_MODULES:
+            for name in homes.routing_builders:
                 try:
                     candidate = importlib.import_module(name)
                 except ImportError as exc:
@@ -104,13 +97,13 @@ def _import_vllm() -> tuple[Any, Any, Any, Any]:
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
-        backend = next((m for m in (_maybe_import(n) for n in METADATA_MODULES)
+        backend = next((m for m in (_maybe_import(n) for n in homes.routing_metadata)
                         if m is not None and hasattr(m, "CommonAttentionMetadata")), None)
         if backend is None:
-            raise ImportError(f"no CommonAttentionMetadata in {', '.join(METADATA_MODULES)}")
-        interface = importlib.import_module("vllm.v1.kv_cache_interface")
+            raise ImportError(f"no CommonAttentionMetadata in {', '.join(homes.routing_metadata)}")
+        interface = importlib.import_module(homes.interface)
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
-        raise EngineUnavailable(f"vLLM's MLA metadata builder is not importable here: "
+        raise EngineUnavailable(f"the engine's MLA metadata builder is not importable here: "
                                 f"{type(exc).__name__}: {exc}") from None
     return torch, mla, backend, interface
 
@@ -129,8 +122,8 @@ def _strict(value: Any, path: str = "") -> Any:
 class VllmRouter:
     """Routes a :class:`RoutingRequest` with vLLM's ``MLACommonMetadataBuilder.build``.
 
-    Release-independent by discovery: the builder's module is whichever of
-    :data:`BUILDER_MODULES` defines it; it must define ``QueryLenSupport`` and the
+    Release-independent by discovery: the builder's module is whichever of the engine's
+    ``homes.routing_builders`` (:mod:`.homes`; vLLM's by default) defines it; it must define ``QueryLenSupport`` and the
     builder the ``supports_non_causal_multi_token_decode`` capability (else
     :class:`RouterUnavailable` names what is missing); the config is strict (a read
     of an attribute the recipe does not give is a :class:`ConfigGap`, the kit's); and
@@ -138,16 +131,16 @@ class VllmRouter:
     fit is unavailable with that call's exception, not a finding.
     """
 
-    def __init__(self) -> None:
-        self.torch, self.mla, self.backend, self.interface = _import_vllm()
-        import vllm
-
-        self.version = str(getattr(vllm, "__version__", "unknown"))
+    def __init__(self, homes: EngineHomes = VLLM_HOMES, name: str = "vllm") -> None:
+        self.homes = homes
+        self.torch, self.mla, self.backend, self.interface = _import_engine(homes)
+        package = importlib.import_module(homes.package)
+        self.version = str(getattr(package, "__version__", "unknown"))
         lacking = [n for n in BUILDER_NEEDS if not hasattr(self.mla, n)]
         if not lacking and not hasattr(self.mla.MLACommonMetadataBuilder, CAPABILITY):
             lacking.append(f"MLACommonMetadataBuilder.{CAPABILITY}")
         if lacking:
-            raise RouterUnavailable(f"vllm {self.version}'s {self.mla.__name__} has no {', '.join(lacking)}")
+            raise RouterUnavailable(f"{name} {self.version}'s {self.mla.__name__} has no {', '.join(lacking)}")
         self._builders: dict[tuple[Any, ...], Any] = {}
         probe = RoutingRequest(query_lens=(1,), seq_lens=(8,), causal=True,
                                query_len_support=QueryLenSupport.UNIFORM, backend_non_causal=False,
@@ -156,7 +149,7 @@ class VllmRouter:
             self.route(probe)
         except Exception as exc:  # noqa: BLE001 - the recipe does not fit this release
             self._builders.clear()
-            raise RouterUnavailable(f"vllm {self.version}: routing one causal decode with the adapter's "
+            raise RouterUnavailable(f"{name} {self.version}: routing one causal decode with the adapter's "
                                     f"builder recipe raised {type(exc).__name__}: {exc} "
                                     f"(at {last_frame(exc)})") from None
 
@@ -165,10 +158,8 @@ class VllmRouter:
         if self.torch.cuda.is_available():
             yield
             return
-        import importlib
-
         modules = [self.mla]
-        for name in PINNED_FLAG_MODULES:
+        for name in self.homes.pinned_flags:
             try:
                 modules.append(importlib.import_module(name))
             except ImportError:

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from kvcontract.conformance.contract.codec import render_call
+from kvcontract.conformance.engines import environments
 from kvcontract.conformance.engines.vllm.discovery import REF_ENUMS
 from kvcontract.conformance.engines.vllm.grouping import VllmGrouping
+from kvcontract.conformance.engines.vllm.homes import EngineDeclaration
 from kvcontract.reference import KVCacheSpec, KVDtype
 
 
@@ -20,14 +22,38 @@ class VllmSnippets(VllmGrouping):
     """Rendering repros (the last layer of :class:`~kvcontract.conformance.engines.vllm.engine.VllmEngine`)."""
 
     source_path: Path | None
+    declaration: EngineDeclaration
+
+    def plugin_preamble(self) -> list[str]:
+        """Source loading a plugin as the adapter did: its stand-ins for device modules, its
+        patch modules and registrations (none for an engine without a plugin)."""
+        plugin = self.declaration.plugin
+        if plugin is None:
+            return []
+        lines = ["# the plugin, loaded as its platform does at start-up (stand-ins for its device modules)",
+                 "from kvcontract.conformance.engines.declared import declaration_of",
+                 "from kvcontract.conformance.engines.vllm.loading import install_stubs",
+                 f"install_stubs(declaration_of({self.name!r}).plugin.stubs)"]
+        lines += [f"import {m}  # noqa: F401" for m in plugin.patches]
+        lines += [call.source() for call in plugin.setup]
+        return lines
 
     def snippet_imports(self, kinds: Sequence[type[KVCacheSpec]]) -> list[str]:
         names = sorted({k.__name__ for k in kinds})
-        lines = ["import os", 'os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")']
+        lines = ["import os", f'os.environ.setdefault({self.homes.logging_env!r}, "WARNING")']
         if self.source_path is not None:
             lines += ["import sys", f"sys.path.insert(0, {str(self.source_path)!r})  # the checked source tree"]
-        lines += ["import torch",
-                 f"from {self.INTERFACE_MODULE} import {', '.join(sorted({*names, 'KVCacheSpec'}))}"]
+        elif self.declaration.environment is not None:
+            found = environments.state(self.declaration.environment)
+            if found is not None:  # the engine environment the check ran in, first on the path
+                lines += ["import sys", f"sys.path[:0] = {list(found['paths'])!r}  # the engine's environment "
+                                        f"({self.declaration.install})"]
+        lines += ["import torch", *self.plugin_preamble()]
+        plugin_kinds = {n: c for n, c in self._plugin_classes.items() if n in names}
+        lines.append(f"from {self.homes.interface} import "
+                     f"{', '.join(sorted({*(set(names) - set(plugin_kinds)), 'KVCacheSpec'}))}")
+        for name, cls in sorted(plugin_kinds.items()):  # the plugin's class, under the kind's name
+            lines.append(f"from {cls.__module__} import {cls.__name__} as {name}")
 
         # The enums this release's fields hold, from where the release defines them.
         for engine_enum in sorted(self.engine_enums().values(), key=lambda e: e.__name__):
@@ -81,7 +107,7 @@ class VllmSnippets(VllmGrouping):
             if isinstance(text, str):
                 return text
             if callable(v):
-                return f"lambda: __import__({self.LAYOUT_MODULE!r}, fromlist=['x']).KVCacheLayout.{v().name}"
+                return f"lambda: __import__({self.homes.layout!r}, fromlist=['x']).KVCacheLayout.{v().name}"
             return repr(v)
 
         def build(node: Mapping[str, Any]) -> str:

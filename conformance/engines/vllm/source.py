@@ -17,17 +17,18 @@ from urllib.parse import unquote, urlparse
 from kvcontract.conformance.engines.protocol import EngineUnavailable
 
 
-def use_source_tree(path: str | os.PathLike[str]) -> Path:
-    """Put a vLLM source checkout first on ``sys.path`` so that ``import vllm``
-    resolves to it (``check --engine-path DIR``). Any directory whose ``vllm/``
-    package imports with this environment's dependencies will do; compiled
-    extensions are not needed for the KV-cache code on the CPU."""
+def use_source_tree(path: str | os.PathLike[str], package: str = "vllm") -> Path:
+    """Put a source checkout first on ``sys.path`` so that ``import PACKAGE`` (``vllm``, or a
+    fork's package) resolves to it (``check --engine-path DIR``). Any directory whose package
+    imports with this environment's dependencies will do; compiled extensions are not needed
+    for the KV-cache code on the CPU."""
     root = Path(path).expanduser().resolve()
-    if not (root / "vllm" / "__init__.py").is_file():
-        raise EngineUnavailable(f"{root} is not a vLLM source tree (no vllm/__init__.py)")
-    loaded = sys.modules.get("vllm")
+    if not (root / package / "__init__.py").is_file():
+        what = "a vLLM" if package == "vllm" else f"an {package}" if package[0] in "aeiou" else f"a {package}"
+        raise EngineUnavailable(f"{root} is not {what} source tree (no {package}/__init__.py)")
+    loaded = sys.modules.get(package)
     if loaded is not None and not Path(getattr(loaded, "__file__", "") or "").resolve().is_relative_to(root):
-        raise EngineUnavailable(f"another vllm ({getattr(loaded, '__file__', '?')}) is already imported in "
+        raise EngineUnavailable(f"another {package} ({getattr(loaded, '__file__', '?')}) is already imported in "
                                 f"this process; {root} cannot replace it")
     if str(root) not in sys.path[:1]:
         sys.path.insert(0, str(root))

@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import time
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +166,67 @@ def installed_extras(extras: Path) -> dict[str, str]:
     return dict(sorted(found.items(), key=lambda kv: normalize(kv[0])))
 
 
+Problems = list[dict[str, Any] | None]
+"""Per probed module: None (it imports), or ``missing`` (a module name) and ``error``."""
+
+
+def pinned(path: Path) -> dict[str, str]:
+    """A pin file's ``name==version`` lines (normalized name -> version); empty when there is none."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = (p.strip() for p in line.split("==", 1))
+            out[normalize(name)] = version
+    return out
+
+
+def recorded_extras(path: Path) -> list[str]:
+    """The ``name==version`` extras a pin file written by :func:`write_pins` records (its
+    ``# extras:`` line); empty for a hand-made pin file or none."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    line = next((x for x in lines if x.startswith("# extras:")), "")
+    return [e.strip() for e in line.removeprefix("# extras:").split(",") if "==" in e]
+
+
+def install_missing(label: str, python: str, run_probe: Callable[[], Problems], target: Path,
+                    wanted: Mapping[str, str], pins: Mapping[str, str], never: set[str]) -> Problems:
+    """Install one light package (``--no-deps --target``) per module the probe finds missing, until
+    everything imports; a package pinned in ``pins`` at its pin, else within the engine's own
+    requirement (``wanted``). Never a package of ``never`` (the engine itself, its base). The
+    probe's last answer."""
+    tried: set[str] = set()
+    problems: Problems = []
+    for _ in range(MAX_EXTRAS):
+        problems = run_probe()
+        missing = [p["missing"] for p in problems if p and p.get("missing")]
+        # A package that checks for its own optional dependency says which: "pip install X".
+        hinted = [m.group(1) for p in problems if p and not p.get("missing")
+                  for m in [re.search(r"pip install ([A-Za-z0-9_.\-]+)", p.get("error", ""))] if m]
+        if not missing and not hinted:
+            break
+        module = (missing[0] if missing else hinted[0]).split(".")[0]
+        package = MODULE_TO_PACKAGE.get(module, module)
+        if package in tried or normalize(package) in {normalize(n) for n in never}:
+            break  # never the engine or its base: the tree given is what is checked
+        tried.add(package)
+        pin = pins.get(normalize(package))
+        requirement = f"{package}=={pin}" if pin else wanted.get(normalize(package), package)
+        say(f"{label}: {module} is missing; installing {requirement} (--no-deps) into {target}")
+        proc = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                               requirement], capture_output=True, text=True)
+        if proc.returncode != 0:
+            say(f"{label}: pip could not install {requirement}: {proc.stderr.strip()[-300:]}")
+    return problems
+
+
 def build_env(version: str, python: str, root: Path) -> dict[str, Any]:
     """Unpack the release, find and install its extras; what imports and what does not."""
     env_dir = root / f"vllm-{version}"
@@ -181,27 +242,14 @@ def build_env(version: str, python: str, root: Path) -> dict[str, Any]:
     wanted = requirements_of(wheel)
     extras = env_dir / "extras"
     extras.mkdir(exist_ok=True)
-    tried: set[str] = set()
-    problems: list[dict[str, Any] | None] = []
-    for _ in range(MAX_EXTRAS):
-        problems = probe(python, env_dir)
-        missing = [p["missing"] for p in problems if p and p.get("missing")]
-        # A package that checks for its own optional dependency says which: "pip install X".
-        hinted = [m.group(1) for p in problems if p and not p.get("missing")
-                  for m in [re.search(r"pip install ([A-Za-z0-9_.\-]+)", p.get("error", ""))] if m]
-        if not missing and not hinted:
-            break
-        module = (missing[0] if missing else hinted[0]).split(".")[0]
-        package = MODULE_TO_PACKAGE.get(module, module)
-        if package in tried or normalize(package) == "vllm":
-            break  # never another vLLM: the release's own tree is what is checked
-        tried.add(package)
-        requirement = wanted.get(normalize(package), package)
-        say(f"{version}: {module} is missing; installing {requirement} (--no-deps) into {extras}")
-        proc = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(extras),
-                               requirement], capture_output=True, text=True)
-        if proc.returncode != 0:
-            say(f"{version}: pip could not install {requirement}: {proc.stderr.strip()[-300:]}")
+    pin_file = REPO / "requirements" / f"vllm-{version}-cpu.txt"
+    recorded = recorded_extras(pin_file)
+    if recorded and not installed_extras(extras):  # found before: in one go, then the probe finds none missing
+        say(f"{version}: installing the {len(recorded)} extras recorded in {pin_file.name}")
+        subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(extras), *recorded],
+                       capture_output=True, text=True)
+    problems = install_missing(f"vllm {version}", python, lambda: probe(python, env_dir), extras, wanted,
+                               pinned(pin_file), {"vllm"})
     required_ok = all(p is None for p in problems[:REQUIRED_PROBES])
     state = {
         "version": version, "ok": required_ok, "wheel": wheel.name, "extras": installed_extras(extras),
