@@ -25,10 +25,13 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcontract.conformance.cli.options import add_corpus, add_engine, add_json, writable_file
 from kvcontract.usage import UsageError
+
+if TYPE_CHECKING:
+    from kvcontract.conformance.engines.protocol import Engine
 
 ENGINE_TIMEOUT_S = 300
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
@@ -157,7 +160,7 @@ def engine_plan_here(engine_name: str, table: Mapping[str, Any], memory: int, hy
     return plan_with(load_engine(engine_name), table, memory, hybrid, block_outermost)
 
 
-def plan_with(engine: Any, table: Mapping[str, Any], memory: int, hybrid: bool,
+def plan_with(engine: Engine, table: Mapping[str, Any], memory: int, hybrid: bool,
               block_outermost: bool = False) -> dict[str, Any]:
     """A loaded engine's plan of ``table`` as plain data (``error``: why it has none), in this
     process: only ever called in a worker."""

@@ -11,6 +11,7 @@ fixed (:data:`KIND_COLOURS`): the page draws one legend for every drawing.
 
 from __future__ import annotations
 
+import html
 import io
 import re
 from collections.abc import Mapping, Sequence
@@ -96,15 +97,15 @@ def differs(m: Mapping[str, Any]) -> bool:
 # -- the drawing -----------------------------------------------------------------------------
 
 
-def _runs(positions: Sequence[int]) -> list[tuple[int, int]]:
-    """Sorted layer positions as ``(start, length)`` runs."""
+def _runs(positions: Sequence[int]) -> list[tuple[float, int]]:
+    """Layer positions as ``(start, length)`` runs of bars, each layer one unit wide."""
     runs: list[tuple[int, int]] = []
     for p in sorted(positions):
         if runs and runs[-1][0] + runs[-1][1] == p:
             runs[-1] = (runs[-1][0], runs[-1][1] + 1)
         else:
             runs.append((p, 1))
-    return runs
+    return [(start - 0.5, length) for start, length in runs]  # layer i spans i-0.5 .. i+0.5
 
 
 def _panel(ax: Any, title: str, plan: Mapping[str, Any] | None, order: Mapping[str, int],
@@ -140,7 +141,7 @@ def _panel(ax: Any, title: str, plan: Mapping[str, Any] | None, order: Mapping[s
         odd = bool(unmatched[row]) if row < len(unmatched) else False
         for kind, positions in by_kind.items():
             ax.broken_barh(_runs(positions), (row - 0.32, 0.64), facecolors=kind_colour(kind),
-                           edgecolors=DIFF if odd else "none", linewidth=1.6 if odd else 0)
+                           edgecolors=DIFF if odd else "none", linewidth=1.6 if odd else 0, clip_on=False)
         changed = list(fields[row]) if row < len(fields) else []
         label = f"G{row} " + group_label(group) + (f"  ≠ {', '.join(changed)}" if changed else "")
         bad = odd or bool(changed)
@@ -179,16 +180,29 @@ def draw_pair(ref: Mapping[str, Any], eng: Mapping[str, Any] | None, layers: Seq
 
 
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+_GROUP_ID = re.compile(r'<g id="[^"]*"')
+_DECIMALS = re.compile(r"(\d+\.\d)\d+")
+_PATH_BREAKS = re.compile(r"\s*\n\s*(?=[LMCQZz\"])")
+
+
+def compact_svg(svg: str, css_class: str, attributes: str = "") -> str:
+    """matplotlib's SVG as an element of an HTML page, a third of its size: no prologue,
+    metadata or group ids (many drawings share the page: an id must be unique there),
+    coordinates to a tenth of a point, path data on one line; ``css_class`` and ``attributes``
+    on the root."""
+    svg = _PROLOGUE.sub("", svg, count=1)
+    svg = _METADATA.sub("", svg)
+    svg = _GROUP_ID.sub("<g", svg)
+    svg = _DECIMALS.sub(r"\1", svg)
+    svg = _PATH_BREAKS.sub(" ", svg)
+    svg = re.sub(r"\n\s+", "\n", svg)
+    return svg.replace("<svg ", f'<svg class="{css_class}" role="img" {attributes}'.rstrip() + " ", 1).strip()
 
 
 def _inline(svg: str, ident: str, differ: bool) -> str:
-    """matplotlib's SVG as an element of an HTML page: no prologue or doctype, the page's class
-    and a ``data-differs`` flag on the root, its title for screen readers."""
-    svg = _PROLOGUE.sub("", svg, count=1)
     flag = "true" if differ else "false"
-    svg = svg.replace("<svg ", f'<svg class="plan-drawing" data-table="{ident}" data-differs="{flag}" '
-                              'role="img" ', 1)
-    return svg.strip()
+    return compact_svg(svg, "plan-drawing", f'data-table="{html.escape(ident)}" data-differs="{flag}"')
 
 
-__all__ = ["DIFF", "KIND_COLOURS", "differs", "draw_pair", "group_label", "kind_colour", "marks"]
+__all__ = ["DIFF", "KIND_COLOURS", "compact_svg", "differs", "draw_pair", "group_label", "kind_colour", "marks"]

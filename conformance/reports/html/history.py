@@ -73,7 +73,7 @@ def read_history(path: str | Path) -> History:
         {str(v) for r in data for v in r.get("releases", [])}, key=version_key)
     date, how = str(meta.get("date") or ""), "as recorded with the data"
     if not date:
-        date = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).date().isoformat()
+        date = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).date().isoformat()
         how = "the file's modification time (the data records no date)"
     return History(str(path), list(data), releases, date, how, str(meta.get("command") or ""),
                    str(meta.get("engine") or "vllm"))
@@ -132,9 +132,9 @@ def chart(history: History) -> str:
             fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
         finally:
             plt.close(fig)
-    svg = buffer.getvalue()
-    svg = svg[svg.index("<svg"):]
-    return svg.replace("<svg ", '<svg class="history-chart" role="img" ', 1).strip()
+    from kvcontract.conformance.reports.html.drawing import compact_svg
+
+    return compact_svg(buffer.getvalue(), "history-chart")
 
 
 __all__ = ["DEFAULT", "History", "HistoryFileError", "chart", "for_defect", "per_release", "read_history",

@@ -8,7 +8,7 @@ harm tables planned with that option too. The memory budget is the PLAN laws' (t
 :func:`~kvcontract.conformance.contract.laws.plan.budget_of`).
 
 The reference plans in this process. The engine is untrusted: it plans in supervised worker
-processes (``python [-O] -m kvcontract.conformance.reports.html.plans``, one per interpreter
+processes (``python [-O] -m kvcontract.conformance.reports.html.plan_worker``, one per interpreter
 mode, the engine loaded once), each writing one JSON line per case as it goes; a worker that
 crashes or stops answering is stopped, the case it was on gets an ``error``, and a new worker
 goes on with the rest. The result can be kept (:func:`write_plans`) and read back
@@ -86,7 +86,8 @@ def plan_cases(report: Any, corpus: Any) -> tuple[list[dict[str, Any]], list[str
             return
         seen.add(key)
         cases.append({"key": key, "table": rep.name, "stands_for": list(names), "setting": dataclasses.asdict(setting),
-                      "label": setting.label, "why": [why]})
+                      "label": setting.label, "why": [why],
+                      "layers": [[name, type(spec).__name__] for name, spec in rep.layers]})
 
     for rep, names in classes:
         own = Setting(rep.settings.hybrid, rep.settings.block_outermost)
@@ -159,7 +160,7 @@ def _one_worker(request: Mapping[str, Any], out: Path, optimized: bool, timeout:
                 total: int, say: Callable[[str], None]) -> tuple[dict[str, Any], str]:
     env = {**os.environ, "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "ERROR"),
            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
-    command = [sys.executable, *(["-O"] if optimized else []), "-m", "kvcontract.conformance.reports.html.plans"]
+    command = [sys.executable, *(["-O"] if optimized else []), "-m", "kvcontract.conformance.reports.html.plan_worker"]
     with tempfile.TemporaryFile("w+") as errors:
         worker = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors,
                                   text=True, env=env, start_new_session=True)
@@ -214,30 +215,6 @@ def _read_answers(path: Path) -> dict[str, Any]:
     return out
 
 
-def _worker() -> int:
-    """The worker's body: load the engine once, plan each case, one JSON line per case."""
-    from kvcontract.conformance.cli.plan import plan_with
-    from kvcontract.conformance.contract.codec import spec_from_json
-    from kvcontract.conformance.engines.registry import resolve_engine
-
-    request = json.loads(sys.stdin.read())
-    try:
-        engine: Any = resolve_engine(request["engine"])
-    except Exception as exc:  # noqa: BLE001 - an engine that cannot load answers every case with why
-        engine = None
-        why = f"the engine could not be loaded: {type(exc).__name__}: {exc}"
-    with open(request["out"], "a", encoding="utf-8") as out:
-        for case in request["cases"]:
-            if engine is None:
-                plan: dict[str, Any] = {"error": why}
-            else:
-                table = {n: spec_from_json(s) for n, s in case["table"].items()}
-                plan = plan_with(engine, table, case["memory"], case["hybrid"], case["block_outermost"])
-            out.write(json.dumps({"key": case["key"], "plan": plan}) + "\n")
-            out.flush()
-    return 0
-
-
 # -- kept plans -------------------------------------------------------------------------------
 
 
@@ -255,6 +232,9 @@ def read_plans(path: str | Path) -> dict[str, Any]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PlansFileError(f"{path}: not readable as JSON ({exc})") from None
+    if isinstance(data, dict) and "differences" in data and "summary" in data:
+        raise PlansFileError(f"{path}: a plan agreement lists the cases that differ, not the plans: give it as "
+                             "--agreement (and --engine NAME to plan now)")
     if not isinstance(data, dict) or data.get("plans") != PLANS_FORMAT or not isinstance(data.get("cases"), list):
         raise PlansFileError(f"{path}: not a plans file of kvcontract report (format {PLANS_FORMAT}: "
                              "written by kvcontract report --save-plans)")
@@ -265,6 +245,3 @@ def read_plans(path: str | Path) -> dict[str, Any]:
 
 
 __all__ = ["PlansFileError", "Setting", "plan_all", "plan_cases", "read_plans", "run_workers", "write_plans"]
-
-if __name__ == "__main__":
-    raise SystemExit(_worker())

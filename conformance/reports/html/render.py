@@ -24,6 +24,11 @@ SECTIONS = ("summary", "clauses", "defects", "plans", "history", "reading")
 """Every section's anchor, in page order (the browser test checks each is there)."""
 
 
+CATEGORY = {"must": "counted: a MUST rule broken on an input the engine builds",
+            "synthetic": "on synthetic input only", "advice": "advice (a SHOULD rule)"}
+"""A defect's category in words (the headline counts ``must``)."""
+
+
 class NotACheckReport(ValueError):
     """A file that is not a ``kvcontract check --json`` report (the message is one line)."""
 
@@ -122,7 +127,8 @@ def _defects(report: Report, anchors: Anchors, plan_anchor: Mapping[str, str], h
         harm_links = [(m, plan_anchor[m]) for m in d.harm_models if m in plan_anchor]
         reach_links = [(m, plan_anchor[m]) for m in d.models if m in plan_anchor]
         out.append({"number": f"D{number:02d}", "d": d, "anchor": anchors("defect", d.id),
-                    "category": CATEGORY_WORDS.get(d.category, d.category), "tier": tier_text(d),
+                    "category": CATEGORY.get(d.category, d.category), "tier": tier_text(d),
+                    "category_short": CATEGORY_WORDS.get(d.category, d.category),
                     "what": short_outcome(d.outcome), "excerpt": lines,
                     "harm_links": _first_distinct(harm_links), "reach_links": _first_distinct(reach_links),
                     "history": for_defect(history, d.clauses, d.signatures) if history is not None else None})
@@ -137,11 +143,12 @@ def _first_distinct(links: Sequence[tuple[str, str]], limit: int = 8) -> list[tu
     return [(name, anchor) for anchor, name in list(seen.items())[:limit]]
 
 
-def _plan_groups(cases: Sequence[Mapping[str, Any]], corpus: Any, anchors: Anchors,
-                 engine_title: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """Cases by table (drawn), tables with a difference first; and each corpus table's anchor."""
-    from kvcontract.conformance.reports.html.drawing import draw_pair, marks
+def _plan_groups(cases: Sequence[Mapping[str, Any]], corpus: Any, anchors: Anchors, engine_title: str,
+                 agreement: Any = None) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Cases by table (drawn), tables with a difference first (a group's, then the blocks', then a
+    refusal); and each corpus table's anchor."""
     from kvcontract.conformance.reports.html.drawing import differs as marked
+    from kvcontract.conformance.reports.html.drawing import draw_pair, marks
 
     by_name = corpus.by_name() if corpus is not None else {}
     tables: dict[str, dict[str, Any]] = {}
@@ -152,11 +159,14 @@ def _plan_groups(cases: Sequence[Mapping[str, Any]], corpus: Any, anchors: Ancho
         if held is None:
             table = by_name.get(name)
             anchor = anchors("plan", name)
+            layers = [(n, type(s).__name__) for n, s in table.layers] if table is not None else \
+                [(str(n), str(k)) for n, k in case.get("layers", [])]
+            kinds: dict[str, int] = {}
+            for _, kind in layers:
+                kinds[kind] = kinds.get(kind, 0) + 1
             held = tables[name] = {"name": name, "anchor": anchor, "stands_for": case.get("stands_for", [name]),
-                                   "kinds": table.kinds() if table is not None else {},
-                                   "settings": table.settings.to_json() if table is not None else {},
-                                   "layers": [(n, type(s).__name__) for n, s in table.layers] if table else [],
-                                   "cases": [], "differs": False}
+                                   "kinds": kinds, "layers": layers, "cases": [], "differs": False}
+            held["agreement"] = agreement.rows(held["stands_for"]) if agreement is not None else []
             for member in held["stands_for"]:
                 table_anchor.setdefault(member, anchor)
         engine = case.get("engine")
@@ -165,16 +175,20 @@ def _plan_groups(cases: Sequence[Mapping[str, Any]], corpus: Any, anchors: Ancho
                         engine_title) if held["layers"] else ""
         differs = engine is not None and marked(flags)
         held["differs"] = held["differs"] or differs
+        if differs:  # what the reader should see first: groups or their pages, then blocks, then refusals
+            weight = 3 if any(flags["ref"]) or any(flags["eng"]) or any(flags["fields"]) else 2 if flags["blocks"] else 1
+            held["weight"] = max(held.get("weight", 0), weight)
         held["cases"].append({"label": case.get("label", ""), "why": case.get("why", []), "svg": svg,
                               "differences": case.get("differences", []), "differs": differs,
                               "engine_planned": engine is not None})
-    ordered = sorted(tables.values(), key=lambda t: (not t["differs"], t["name"]))
+    ordered = sorted(tables.values(), key=lambda t: (-t.get("weight", 0), t["name"]))
     return ordered, table_anchor
 
 
 def build_page(report: Report, *, source_name: str, cases: Sequence[Mapping[str, Any]] | None, corpus: Any,
                plans_how: str, engine_title: str, missing: Sequence[str] = (), history: Any = None,
-               history_note: str = "", source_dir: str | None = None) -> dict[str, Any]:
+               history_note: str = "", source_dir: str | None = None, agreement: Any = None,
+               agreement_note: str = "") -> dict[str, Any]:
     """Everything the template shows."""
     from kvcontract import __version__
     from kvcontract.conformance.reports.defects_text import headline
@@ -182,7 +196,7 @@ def build_page(report: Report, *, source_name: str, cases: Sequence[Mapping[str,
     from kvcontract.conformance.reports.html.history import chart, per_release
 
     anchors = Anchors()
-    tables, plan_anchor = _plan_groups(cases or [], corpus, anchors, engine_title)
+    tables, plan_anchor = _plan_groups(cases or [], corpus, anchors, engine_title, agreement)
     word, why = verdict(report)
     kinds_seen = sorted({k for t in tables for k in t["kinds"]})
     hist = None
@@ -199,6 +213,8 @@ def build_page(report: Report, *, source_name: str, cases: Sequence[Mapping[str,
         "engine_planned": any(c["engine_planned"] for t in tables for c in t["cases"]),
         "legend": [(k, KIND_COLOURS.get(k, OTHER_KIND)) for k in kinds_seen],
         "history": hist, "history_note": history_note, "sections": SECTIONS,
+        "agreement": agreement, "agreement_note": agreement_note,
+        "agreement_tables": sum(bool(t["agreement"]) for t in tables),
         "today": dt.date.today().isoformat(),
     }
 
