@@ -260,12 +260,12 @@ def test_settings_take_a_defects_option() -> None:
     assert plans.Setting(False, True, True).label == "hybrid off, block-outermost, python -O"
 
 
-def _corpus_table(kind: str) -> dict:
+def _corpus_table(kind: str, only: bool = True) -> dict:
     from kvcontract.conformance.contract.corpus import read_corpus
     from kvcontract.conformance.engines.vllm.corpus import PINNED_RELEASE, shipped_path
 
     corpus = read_corpus(shipped_path(PINNED_RELEASE))
-    return next(t.specs() for t in corpus.tables if set(t.kinds()) == {kind})
+    return next(t.specs() for t in corpus.tables if (set(t.kinds()) == {kind} if only else kind in t.kinds()))
 
 
 def test_a_worker_that_crashes_or_hangs_costs_one_case() -> None:
@@ -280,8 +280,12 @@ def test_a_worker_that_crashes_or_hangs_costs_one_case() -> None:
     answers = plans.run_workers("tests.engines.plan_misbehaving:plan_hanging", items, False, said.append, timeout=8)
     assert "did not answer within 8 s" in answers["m"]["error"]
     assert "error" not in answers["a"] and "error" not in answers["c"]
+    sliding = _corpus_table("SlidingWindowSpec", only=False)
+    items = [("s", sliding, 1 << 30, setting), ("c", full, 1 << 30, setting)]
+    answers = plans.run_workers("tests.engines.plan_misbehaving:plan_exiting", items, False, said.append)
+    assert "ended without answering" in answers["s"]["error"] and "error" not in answers["c"]
     unknown = plans.run_workers("no.such.module:factory", items[:1], False, said.append)
-    assert "could not be loaded" in unknown["a"]["error"]
+    assert "could not be loaded" in unknown["s"]["error"]
 
 
 def test_source_excerpts_say_why_when_they_cannot_show() -> None:

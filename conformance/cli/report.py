@@ -37,7 +37,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agreement", metavar="FILE", help="the plan agreement to list under each drawing (default: "
                                                        "the kit's docs/plan-agreement.json, when of the "
                                                        "report's engine and release)")
-    add_corpus(p, tables=False)
+    add_corpus(p, tables=False, what="the corpus whose tables the check fed, to plan and draw: auto (default: the "
+                                     "one shipped for the report's vLLM release, else the pinned release's, which "
+                                     "every other engine is fed), none (no plans), or a corpus file")
     p.add_argument("--history", metavar="FILE", help="release history data (default: the kit's "
                                                      "docs/vllm-history/findings.json, for a vllm report)")
     p.add_argument("--no-history", action="store_true", help="leave the release history out")

@@ -1,6 +1,7 @@
 """Engines whose planner misbehaves the way untrusted engine code does, for the report's plan
 workers (``tests/test_report_html.py``): ``plan_aborting`` kills the interpreter planning a table
-with MLA layers, ``plan_hanging`` never returns planning one with Mamba layers."""
+with MLA layers, ``plan_hanging`` never returns planning one with Mamba layers, ``plan_exiting`` ends the
+interpreter with status 0 planning one with sliding-window layers."""
 
 from __future__ import annotations
 
@@ -44,3 +45,19 @@ def plan_aborting() -> PlanAbortingEngine:
 
 def plan_hanging() -> PlanHangingEngine:
     return PlanHangingEngine()
+
+
+class PlanExitingEngine(ReferenceEngine):
+    """Ends the interpreter with status 0 planning a table with sliding-window layers."""
+
+    name = "plan-exiting"
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *, hybrid: bool = True,
+                    block_outermost: bool = False) -> EnginePlan:
+        if _has(objs_by_layer, "SlidingWindowSpec"):
+            os._exit(0)
+        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
+
+
+def plan_exiting() -> PlanExitingEngine:
+    return PlanExitingEngine()

@@ -150,8 +150,8 @@ def run_workers(engine: str, items: Sequence[tuple[str, Mapping[str, Any], int, 
             got, failure = _one_worker(request, out, optimized, timeout, len(answers), len(items), say)
             answers.update(got)
             pending = [item for item in pending if item[0] not in answers]
-            if pending and failure:
-                answers[pending[0][0]] = {"error": failure}
+            if pending:  # the worker stopped on pending[0] (a crash, a hang, an exit of the engine's own)
+                answers[pending[0][0]] = {"error": failure or "the engine's worker ended without answering (exit 0)"}
                 pending = pending[1:]
     return answers
 
@@ -167,28 +167,39 @@ def _one_worker(request: Mapping[str, Any], out: Path, optimized: bool, timeout:
         if worker.stdin is not None:
             worker.stdin.write(json.dumps(request))
             worker.stdin.close()
-        got: dict[str, Any] = {}
-        last_change, failure = time.monotonic(), ""
-        while True:
-            finished = worker.poll() is not None
-            fresh = _read_answers(out)
-            if len(fresh) > len(got):
-                if (done_before + len(fresh)) // 50 > (done_before + len(got)) // 50:
-                    say(f"[plans] {done_before + len(fresh)}/{total} planned")
-                got, last_change = fresh, time.monotonic()
-            if finished:
-                got = _read_answers(out)
-                if worker.returncode != 0:
-                    errors.seek(0)
-                    tail = (errors.read().strip().splitlines() or ["no output"])[-1]
-                    failure = f"the engine's worker failed (exit {worker.returncode}): {tail[:300]}"
-                break
-            if time.monotonic() - last_change > timeout:
+        try:
+            return _watch(worker, errors, out, timeout, done_before, total, say)
+        finally:
+            if worker.poll() is None:  # interrupted (SIGINT, SIGTERM): the worker goes too
                 _stop(worker)
-                got = _read_answers(out)
-                failure = f"the engine did not answer within {timeout:.0f} s (worker stopped)"
-                break
-            time.sleep(0.1)
+
+
+def _watch(worker: subprocess.Popen[str], errors: Any, out: Path, timeout: float, done_before: int, total: int,
+           say: Callable[[str], None]) -> tuple[dict[str, Any], str]:
+    """The worker's answers as they come; a worker that stops answering for ``timeout`` is stopped."""
+    got: dict[str, Any] = {}
+    last_change, failure, size = time.monotonic(), "", -1
+    while True:
+        finished = worker.poll() is not None
+        now = out.stat().st_size if out.exists() else 0
+        fresh, size = (_read_answers(out) if now != size else got), now
+        if len(fresh) > len(got):
+            if (done_before + len(fresh)) // 50 > (done_before + len(got)) // 50:
+                say(f"[plans] {done_before + len(fresh)}/{total} planned")
+            got, last_change = fresh, time.monotonic()
+        if finished:
+            got = _read_answers(out)
+            if worker.returncode != 0:
+                errors.seek(0)
+                tail = (errors.read().strip().splitlines() or ["no output"])[-1]
+                failure = f"the engine's worker failed (exit {worker.returncode}): {tail[:300]}"
+            break
+        if time.monotonic() - last_change > timeout:
+            _stop(worker)
+            got = _read_answers(out)
+            failure = f"the engine did not answer within {timeout:.0f} s (worker stopped)"
+            break
+        time.sleep(0.1)
     return got, failure
 
 
