@@ -347,3 +347,11 @@ def test_the_plan_agreement_is_listed_under_its_tables(tmp_path: Path, capsys: p
     # and given as --plans, it is named for what it is
     assert cli.main(["report", str(FIXTURE), "--out", str(out), "--plans", str(agreement)]) == 2
     assert "give it as --agreement" in capsys.readouterr().err
+
+
+def test_compact_svg_rounds_coordinates_not_text() -> None:
+    svg = ('<?xml version="1.0"?>\n<svg width="10.123456pt" viewBox="0 0 10.987654 5">\n<metadata>m</metadata>\n'
+           '<g id="axes_1">\n<path d="M 1.23456 2.34567 \nL 3.45678 4.5 \nz"/>\n<text x="1.55555">0.10.2</text>\n</g></svg>')
+    out = drawing.compact_svg(svg, "c")
+    assert out.startswith('<svg class="c" role="img" width="10.1pt"') and "metadata" not in out
+    assert 'd="M 1.2 2.3 L 3.4 4.5 z"' in out and ">0.10.2</text>" in out and 'id="axes_1"' not in out

@@ -183,6 +183,7 @@ _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
 _GROUP_ID = re.compile(r'<g id="[^"]*"')
 _DECIMALS = re.compile(r"(\d+\.\d)\d+")
+_ATTRIBUTE = re.compile(r'="[^"]*"')
 _PATH_BREAKS = re.compile(r"\s*\n\s*(?=[LMCQZz\"])")
 
 
@@ -194,7 +195,7 @@ def compact_svg(svg: str, css_class: str, attributes: str = "") -> str:
     svg = _PROLOGUE.sub("", svg, count=1)
     svg = _METADATA.sub("", svg)
     svg = _GROUP_ID.sub("<g", svg)
-    svg = _DECIMALS.sub(r"\1", svg)
+    svg = _ATTRIBUTE.sub(lambda m: _DECIMALS.sub(r"\1", m.group(0)), svg)  # numbers in text stay whole
     svg = _PATH_BREAKS.sub(" ", svg)
     svg = re.sub(r"\n\s+", "\n", svg)
     return svg.replace("<svg ", f'<svg class="{css_class}" role="img" {attributes}'.rstrip() + " ", 1).strip()

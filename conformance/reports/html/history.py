@@ -75,7 +75,8 @@ def read_history(path: str | Path) -> History:
     if not date:
         date = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).date().isoformat()
         how = "the file's modification time (the data records no date)"
-    return History(str(path), list(data), releases, date, how, str(meta.get("command") or ""),
+    shown = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
+    return History(shown, list(data), releases, date, how, str(meta.get("command") or ""),
                    str(meta.get("engine") or "vllm"))
 
 
