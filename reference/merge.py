@@ -149,6 +149,7 @@ _MERGES_KEPT = 16384
 def _merge(specs: Sequence[S]) -> S:
     if len(specs) == 0:
         raise IncompatibleSpecs((), reason="a group needs at least one layer spec (ERROR-EMPTY-1)")
+    specs = list({id(s): s for s in specs}.values())  # one object more than once adds nothing to a merge
     kinds = _distinct([type(s) for s in specs])
     if len(kinds) > 1:
         raise IncompatibleSpecs((Disagreement("kind", None, kinds),))

@@ -90,15 +90,28 @@ def type_mismatch(first: KVCacheSpec, other: KVCacheSpec) -> str | None:
         return "dcp_sharded"
     if manager_of(first) is None or manager_of(other) != manager_of(first):
         return "manager"
-    fields = {f.name: f for s in (first, other) for f in dataclasses.fields(s)
-              if role_of(f) is Role.ALLOCATION and f.name not in _NOT_TYPE}
-    for name, f in fields.items():  # a field one kind lacks reads as its default in the other
-        default = None if f.default is dataclasses.MISSING else f.default
+    for name, default in _type_fields(type(first), type(other)):  # a field one kind lacks: its default
         if getattr(first, name, default) != getattr(other, name, default):
             return name
     if isinstance(first, MambaSpec) and isinstance(other, MambaSpec):
         return next((n for n in _MAMBA_SHARED if getattr(first, n) != getattr(other, n)), None)
     return None
+
+
+_TYPE_FIELDS: dict[tuple[str, str], tuple[tuple[str, Any], ...]] = {}
+
+
+def _type_fields(first: type[KVCacheSpec], other: type[KVCacheSpec]) -> tuple[tuple[str, Any], ...]:
+    """The ALLOCATION fields two kinds' type test compares (``sink_len`` and ``dcp_sharded`` aside),
+    each with the default a kind that lacks it reads as (worked out once per pair of kinds)."""
+    key = (first.__qualname__, other.__qualname__)
+    held = _TYPE_FIELDS.get(key)
+    if held is None:
+        fields = {f.name: f for kind in (first, other) for f in dataclasses.fields(kind)
+                  if role_of(f) is Role.ALLOCATION and f.name not in _NOT_TYPE}
+        held = _TYPE_FIELDS[key] = tuple((name, None if f.default is dataclasses.MISSING else f.default)
+                                         for name, f in fields.items())
+    return held
 
 
 def is_uniform_type(specs_by_layer: Mapping[str, KVCacheSpec]) -> bool:
@@ -107,7 +120,7 @@ def is_uniform_type(specs_by_layer: Mapping[str, KVCacheSpec]) -> bool:
 
     post: __return__ == (len(specs_by_layer) <= 1 or __return__)
     """
-    specs = list(specs_by_layer.values())
+    specs = list(dict.fromkeys(specs_by_layer.values()))  # equal layers pass alike: each once
     return all(type_mismatch(specs[0], s) is None for s in specs[1:])  # equalities: one pass suffices
 
 

@@ -345,7 +345,21 @@ def current_corpus() -> Corpus | None:
 def distinct_tables(corpus: Corpus) -> list[tuple[CorpusTable, list[str]]]:
     """The corpus's tables up to what a planner can tell apart (the same specs in the same order,
     whatever the layer names): one representative each, with the names of every table it stands
-    for (the representative first)."""
+    for (the representative first). Worked out once per corpus object."""
+    held = _DISTINCT.get(id(corpus))
+    if held is not None and held[0] is corpus:
+        return held[1]
+    if len(_DISTINCT) >= 4:
+        _DISTINCT.clear()
+    found = _distinct_tables(corpus)
+    _DISTINCT[id(corpus)] = (corpus, found)
+    return found
+
+
+_DISTINCT: dict[int, tuple[Corpus, list[tuple[CorpusTable, list[str]]]]] = {}
+
+
+def _distinct_tables(corpus: Corpus) -> list[tuple[CorpusTable, list[str]]]:
     seen: dict[tuple[Any, ...], tuple[CorpusTable, list[str]]] = {}
     for table in corpus.tables:
         key = (tuple(spec for _, spec in table.layers), table.settings.hybrid, table.settings.layout)
@@ -355,3 +369,63 @@ def distinct_tables(corpus: Corpus) -> list[tuple[CorpusTable, list[str]]]:
         else:
             held[1].append(table.name)
     return list(seen.values())
+
+
+def planning_key(table: CorpusTable) -> tuple[Any, ...]:
+    """What a planner can tell apart of a table: per layer its kind, its page as a multiple of the
+    table's common page unit, its block size and its other ALLOCATION values, in order, and the
+    settings it is planned with. Planning decides groups from kinds, page relations, block sizes and
+    allocation fields, and sizes blocks from a budget the kit derives from the table's own pages;
+    two tables with the same key get plans equal up to that scale (head counts and widths scaled)."""
+    import math
+
+    from kvcontract.reference import Role, role_of
+
+    pages = [spec.page_size_bytes for _, spec in table.layers]
+    unit = math.gcd(*pages) if pages else 1
+    layers = []
+    for _, spec in table.layers:
+        fields = _allocation_fields(type(spec), role_of, Role.ALLOCATION)
+        layers.append((type(spec), spec.page_size_bytes // unit, spec.block_size,
+                       tuple(getattr(spec, name) for name in fields)))
+    return (tuple(layers), table.settings.hybrid, table.settings.layout)
+
+
+_ALLOCATION: dict[type, tuple[str, ...]] = {}
+
+
+def _allocation_fields(kind: type, role_of: Any, allocation: Any) -> tuple[str, ...]:
+    if kind not in _ALLOCATION:
+        _ALLOCATION[kind] = tuple(f.name for f in dataclasses.fields(kind)
+                                  if role_of(f) is allocation and f.name != "block_size")
+    return _ALLOCATION[kind]
+
+
+def planning_classes(corpus: Corpus) -> list[tuple[CorpusTable, list[str]]]:
+    """The corpus's tables by :func:`planning_key`: one representative each (a base architecture's
+    text-generation table where the class has one), with the names of the tables of its class. The
+    table laws (grouping, planning) judge one table per class; worked out once per corpus."""
+    held = _CLASSES.get(id(corpus))
+    if held is not None and held[0] is corpus:
+        return held[1]
+    if len(_CLASSES) >= 4:
+        _CLASSES.clear()
+    members: dict[tuple[Any, ...], list[tuple[CorpusTable, list[str]]]] = {}
+    for table, names in distinct_tables(corpus):
+        members.setdefault(planning_key(table), []).append((table, names))
+    found = []
+    for group in members.values():
+        rep = min(group, key=lambda tn: _representative_rank(tn[0]))[0]
+        names = [n for _, ns in group for n in ns]
+        found.append((rep, [rep.name, *[n for n in names if n != rep.name]]))
+    _CLASSES[id(corpus)] = (corpus, found)
+    return found
+
+
+_CLASSES: dict[int, tuple[Corpus, list[tuple[CorpusTable, list[str]]]]] = {}
+
+
+def _representative_rank(table: CorpusTable) -> tuple[bool, bool, int, str]:
+    """Which table of a class stands for it: a base architecture's table before a variant's, a
+    text-generation model's (``...ForCausalLM``) first, then the shortest name."""
+    return ("+" in table.name, not table.architecture.endswith("ForCausalLM"), len(table.name), table.name)

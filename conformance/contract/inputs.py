@@ -135,11 +135,18 @@ def classify(example: Example) -> str:
     return SYNTHETIC
 
 
-def _variations(spec: KVCacheSpec, index: CorpusIndex) -> Iterator[tuple[str, KVCacheSpec]]:
-    """``(field, spec with that field set to another value its kind has in the corpus)``."""
+def _variations(spec: KVCacheSpec, index: CorpusIndex, wanted: dict[tuple[type, str], int]
+                ) -> Iterator[tuple[str, KVCacheSpec]]:
+    """``(field, spec with that field set to another value its kind has in the corpus)``, while
+    ``wanted`` (per kind and field, how many more to make) says so."""
     for f in dataclasses.fields(spec):
+        key = (type(spec), f.name)
+        if wanted.get(key, PER_KIND_FIELD) <= 0:
+            continue
         current = _hashable(getattr(spec, f.name))
-        for value in sorted(index.values.get((type(spec), f.name), set()) - {current}, key=repr):
+        for value in sorted(index.values.get(key, set()) - {current}, key=repr):
+            if wanted.get(key, PER_KIND_FIELD) <= 0:
+                break
             try:
                 yield f.name, dataclasses.replace(spec, **{f.name: value})
             except (InvalidSpec, TypeError, ValueError):
@@ -166,14 +173,14 @@ def _near_miss_variations(corpus: Corpus) -> Iterator[Example]:
     index = corpus_index()
     if index is None:
         return
-    bases: dict[tuple[type, str], int] = {}
+    wanted: dict[tuple[type, str], int] = {}
     seen: set[tuple[KVCacheSpec, KVCacheSpec]] = set()
     for table, _ in distinct_tables(corpus):
         for spec in dict.fromkeys(s for _, s in table.layers):
-            for name, other in _variations(spec, index):
-                key = (type(spec), name)
-                if bases.get(key, 0) >= PER_KIND_FIELD or (spec, other) in seen:
+            for name, other in _variations(spec, index, wanted):
+                if (spec, other) in seen:
                     continue
-                bases[key] = bases.get(key, 0) + 1
+                key = (type(spec), name)
+                wanted[key] = wanted.get(key, PER_KIND_FIELD) - 1
                 seen.add((spec, other))
                 yield Example(specs=(spec, other), field=name)

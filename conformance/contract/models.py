@@ -2,8 +2,10 @@
 
 Every engine under check is fed the run's corpus (:func:`~kvcontract.conformance.contract.corpus.use_corpus`:
 real models' tables as the engine's own model code builds them), before anything drawn, each
-table in the shape the law takes, one representative per table a planner cannot tell apart
-(the same specs in the same order: :func:`~kvcontract.conformance.contract.corpus.distinct_tables`):
+table in the shape the law takes: the table laws one representative per planning class (the same
+kinds, page relations, block sizes and allocation values in the same order:
+:func:`~kvcontract.conformance.contract.corpus.planning_classes`), the spec laws every distinct
+spec and group of them:
 
 - a layer table (GROUP, PLAN): the model's whole table, as the engine's planner sees it; where
   the law's shape is a table whose layers all merge (GROUP-SHARE-1), only a table the contract
@@ -22,7 +24,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kvcontract import reference
-from kvcontract.conformance.contract.corpus import Corpus, current_corpus, distinct_tables
+from kvcontract.conformance.contract.corpus import (
+    Corpus,
+    current_corpus,
+    distinct_tables,
+    planning_classes,
+)
 from kvcontract.conformance.contract.model import Example, Law
 from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.reference import KVCacheSpec
@@ -51,8 +58,20 @@ def _merges(specs: list[KVCacheSpec]) -> bool:
     return True
 
 
+_GROUPED: dict[tuple[int, int], tuple[Engine, tuple[tuple[str, KVCacheSpec], ...], list[list[KVCacheSpec]]]] = {}
+
+
 def _engine_groups(engine: Engine, table: tuple[tuple[str, KVCacheSpec], ...]) -> list[list[KVCacheSpec]]:
-    """The members of each group the engine forms from ``table`` (none when it cannot group it)."""
+    """The members of each group the engine forms from ``table`` (none when it cannot group it),
+    asked once per engine and table (the group shapes share it)."""
+    key = (id(engine), id(table))
+    held = _GROUPED.get(key)
+    if held is None or held[0] is not engine or held[1] is not table:
+        held = _GROUPED[key] = (engine, table, _ask_groups(engine, table))
+    return held[2]
+
+
+def _ask_groups(engine: Engine, table: tuple[tuple[str, KVCacheSpec], ...]) -> list[list[KVCacheSpec]]:
     by_name = dict(table)
     try:
         from kvcontract.conformance.contract.laws.common import to_engine  # laws import this module
@@ -83,8 +102,8 @@ def model_examples(engine: Engine, law_: Law) -> tuple[tuple[str, Example], ...]
 
 def _model_examples(engine: Engine, corpus: Corpus, shape: str) -> Iterator[tuple[str, Example]]:
     tables = [(t, names) for t, names in distinct_tables(corpus) if t.layers]  # a model without KV cache: nothing to plan
-    if shape in TABLE_SHAPES or shape in UNIFORM_TABLE_SHAPES:
-        for table, _ in tables:
+    if shape in TABLE_SHAPES or shape in UNIFORM_TABLE_SHAPES:  # one table per planning class
+        for table, _ in (c for c in planning_classes(corpus) if c[0].layers):
             if shape in TABLE_SHAPES or reference.is_uniform(table.specs()):
                 yield table.name, Example(table=tuple(table.layers), model=table.name)
     elif shape in ONE_SPEC_SHAPES:
@@ -97,7 +116,7 @@ def _model_examples(engine: Engine, corpus: Corpus, shape: str) -> Iterator[tupl
     elif shape in GROUP_SHAPES:
         groups: set[tuple[KVCacheSpec, ...]] = set()
         for table, _ in tables:
-            for members in _engine_groups(engine, tuple(table.layers)):
+            for members in _engine_groups(engine, table.layers):
                 distinct = tuple(_distinct(members))
                 if len(distinct) > 1 and distinct not in groups and _merges(list(distinct)):
                     groups.add(distinct)

@@ -403,10 +403,15 @@ def grouping_tables(domain: Domain) -> Iterator[dict[str, KVCacheSpec]]:
         base = base_spec(kind, domain)
         if base is None:
             continue
+        pages: set[tuple[int, int]] = set()
         for f in _settable(kind, domain):
             changed = variants(kind, f.name, domain)[:1]
             if not changed or changed[0].page_size_bytes == base.page_size_bytes:
                 continue
+            page = (changed[0].page_size_bytes, changed[0].block_size)
+            if page in pages:  # unification reads pages and block sizes, not which field made them
+                continue
+            pages.add(page)
             for other in bases:  # a page changed by one field, beside every other kind's page
                 if type(other) is not kind:
                     yield {"layers.0": changed[0], "layers.1": other}

@@ -87,15 +87,20 @@ class EarlyTracing:
 
 
 def corpus_facts(path: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
-    """Per corpus table its settings, and per representative table every table it stands for
-    (:func:`~kvcontract.conformance.contract.corpus.distinct_tables`)."""
+    """Per corpus table its settings, and per representative table every table it stands for (the
+    spec laws' tables with the same specs; the table laws' tables of its planning class)."""
     if not path:
         return {}, {}
-    from kvcontract.conformance.contract.corpus import distinct_tables, read_corpus
+    from kvcontract.conformance.contract.corpus import (
+        distinct_tables,
+        planning_classes,
+        read_corpus,
+    )
 
     corpus = read_corpus(path)
-    return ({t.name: t.settings.to_json() for t in corpus.tables},
-            {t.name: names for t, names in distinct_tables(corpus)})
+    stands = {t.name: names for t, names in distinct_tables(corpus)}
+    stands.update({t.name: names for t, names in planning_classes(corpus)})  # the table laws' representatives
+    return {t.name: t.settings.to_json() for t in corpus.tables}, stands
 
 
 REACH_TABLES = 3

@@ -99,3 +99,37 @@ def _sharding_tables(domain: strat.Domain) -> Iterator[Example]:
             except reference.InvalidSpec:
                 continue
             yield Example(table=(("layers.0", first), ("layers.1", flipped), ("layers.2", first)))
+
+
+# -- the settings a table is planned with --------------------------------------------------------
+
+
+def own_hybrid(ex: Example) -> bool:
+    """The hybrid-manager setting a table is planned with by default: the one the engine picks for a
+    corpus table (its recorded decision), on for the contract's own tables."""
+    if ex.model:
+        from kvcontract.conformance.contract.corpus import current_corpus
+
+        corpus = current_corpus()
+        table = corpus.by_name().get(ex.model) if corpus is not None else None
+        if table is not None:
+            return table.settings.hybrid
+    return True
+
+
+def match_settings(ex: Example, block_outermost_ok: bool) -> list[tuple[bool, bool]]:
+    """``(hybrid, block_outermost)`` settings PLAN-MATCH-1 plans ``ex`` in: a corpus table in the layout
+    the engine resolved for it, with its own hybrid-manager decision and the hybrid manager off (the
+    option a user has); a table of the contract's own with the hybrid manager on and off, layer-outermost,
+    and block-outermost too where that can change the plan — three layers or more whose pages differ
+    (blocks then pack layers of different pages; two layers are the GROUP laws' near misses)."""
+    if ex.model:
+        from kvcontract.conformance.contract.corpus import current_corpus
+
+        corpus = current_corpus()
+        table = corpus.by_name().get(ex.model) if corpus is not None else None
+        if table is not None:
+            layout = table.settings.block_outermost and block_outermost_ok
+            return list(dict.fromkeys([(table.settings.hybrid, layout), (False, layout)]))
+    packs = block_outermost_ok and len(ex.table) >= 3 and len({s.page_size_bytes for _, s in ex.table}) > 1
+    return [(hybrid, layout) for hybrid in (True, False) for layout in ((False, True) if packs else (False,))]
