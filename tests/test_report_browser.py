@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,12 @@ def test_a_drawing_per_corpus_table_and_the_differences_in_red(browser: Any) -> 
         "return [...document.querySelectorAll('details.plan')].filter(d => !d.querySelector('svg.plan-drawing'))"
         ".map(d => d.id)")
     assert without == []
+    # every corpus table the check fed is drawn, or listed under the drawing that stands for it
+    fed = json.loads(FIXTURE.read_text())["tables"]
+    unnamed = browser.execute_script(
+        "const text = [...document.querySelectorAll('details.plan')].map(d => d.textContent).join(' '); "
+        "return arguments[0].filter(t => !text.includes(t))", fed)
+    assert unnamed == []
     differing = browser.find_elements("css selector", "svg.plan-drawing[data-differs='true']")
     assert differing, "the mutant's hybrid-off plans differ from the reference's"
     target = differing[0]
