@@ -37,6 +37,7 @@ VERB_MODULES: tuple[str, ...] = (
     "kvcontract.conformance.cli.coverage",
     "kvcontract.conformance.cli.plan",
     "kvcontract.conformance.cli.tables",
+    "kvcontract.conformance.cli.report",
     "kvcontract.conformance.cli.symbolic",
     "kvcontract.conformance.cli.mutants",
     "kvcontract.kernels.cli",
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvcontract", description=(
         "kvcontract: the KV-cache spec merge contract of LLM serving engines. Check an engine "
         "against it (check), list engines (engines), see its surface (coverage), plan a model's KV cache "
-        "(plan), list the real models' tables it is fed (tables), search it "
+        "(plan), list the real models' tables it is fed (tables), render a check as an HTML page (report), search it "
         "symbolically (symbolic), measure the suite's power (mutants) and check attention kernels "
         "against the ground truth (kernels). Exit 0: nothing failed, 1: something failed, "
         "2: usage error, 130 / 143: stopped by SIGINT / SIGTERM (check and symbolic keep a partial report)."))

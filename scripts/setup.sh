@@ -15,6 +15,8 @@ if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+
 fi
 .venv/bin/pip install --quiet -e ".[dev]"
 bash scripts/install-vllm.sh "$version" .venv/bin/python
+# The headless browser of the report's browser test (Debian's chromium, where apt-get and root are).
+bash scripts/install-browser.sh || echo "setup: the browser did not install (the report's browser test will skip)" >&2
 # The kit's own modules compiled for both interpreter modes: a check runs three interpreters
 # (its own, a normal and a python -O worker), and where PYTHONDONTWRITEBYTECODE is set (these
 # machines set it) each compiled the kit's modules afresh on every run. A stale file is

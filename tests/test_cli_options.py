@@ -37,8 +37,8 @@ def test_bare_kvcontract_prints_the_usage_and_exits_2(capsys):
 
 def test_every_verb_has_its_module_and_is_registered():
     verbs = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert set(verbs) == {"check", "engines", "diff", "coverage", "plan", "tables", "symbolic", "mutants",
-                          "kernels"}
+    assert set(verbs) == {"check", "engines", "diff", "coverage", "plan", "tables", "report", "symbolic",
+                          "mutants", "kernels"}
     assert all(m.rsplit(".", 1)[-1] in verbs or m.endswith("kernels.cli") for m in VERB_MODULES)
 
 

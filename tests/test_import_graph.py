@@ -152,7 +152,8 @@ def test_only_command_lines_and_workers_reach_the_mutant_catalogue():
                "kvcontract.conformance.pytest_plugin",
                "kvcontract.conformance.cli.coverage", "kvcontract.conformance.cli.check",
                "kvcontract.conformance.cli.mutants", "kvcontract.conformance.power.symbolic",
-               "kvcontract.conformance.power.crosshair_backend"}
+               "kvcontract.conformance.power.crosshair_backend",
+               "kvcontract.conformance.reports.html.plan_worker"}
     assert importers <= allowed, importers - allowed
     judging = {"kvcontract.conformance.contract.model", "kvcontract.conformance.contract.laws",
                "kvcontract.conformance.contract.laws.common", "kvcontract.conformance.contract.laws.role",

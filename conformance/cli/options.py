@@ -52,13 +52,14 @@ def add_engine(parser: argparse.ArgumentParser, *, mutants: bool = True, require
                         help=f"{text} (default {default})" if default else text)
 
 
-def add_corpus(parser: argparse.ArgumentParser, *, tables: bool = True) -> None:
+def add_corpus(parser: argparse.ArgumentParser, *, tables: bool = True, what: str | None = None) -> None:
     """``--corpus auto|none|FILE`` and (``tables``) ``--tables FILE ...``: the real models' tables a run
-    feeds the engine (:mod:`kvcontract.conformance.engines.corpora`)."""
+    feeds the engine (:mod:`kvcontract.conformance.engines.corpora`); ``what``: the help of a verb
+    that reads the corpus for another purpose."""
     parser.add_argument("--corpus", default="auto", metavar="auto|none|FILE",
-                        help="the corpus of real models' layer tables fed to the engine first: auto (default: "
-                             "for vllm, the one built by the checked release's own model code, shipped or "
-                             "cached, else built now; for any other engine, the pinned vLLM release's), "
+                        help=what or "the corpus of real models' layer tables fed to the engine first: auto "
+                             "(default: for vllm, the one built by the checked release's own model code, shipped "
+                             "or cached, else built now; for any other engine, the pinned vLLM release's), "
                              "none, or a corpus file (kvcontract tables --build --out FILE)")
     if not tables:
         return

@@ -25,10 +25,13 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcontract.conformance.cli.options import add_corpus, add_engine, add_json, writable_file
 from kvcontract.usage import UsageError
+
+if TYPE_CHECKING:
+    from kvcontract.conformance.engines.protocol import Engine
 
 ENGINE_TIMEOUT_S = 300
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
@@ -152,9 +155,17 @@ def reference_plan(table: Mapping[str, Any], memory: int, hybrid: bool, max_len:
 def engine_plan_here(engine_name: str, table: Mapping[str, Any], memory: int, hybrid: bool,
                      block_outermost: bool = False) -> dict[str, Any]:
     """The engine's plan, in this process (the worker's body)."""
-    from kvcontract.conformance.engines.protocol import Planning, load_engine
+    from kvcontract.conformance.engines.protocol import load_engine
 
-    engine = load_engine(engine_name)
+    return plan_with(load_engine(engine_name), table, memory, hybrid, block_outermost)
+
+
+def plan_with(engine: Engine, table: Mapping[str, Any], memory: int, hybrid: bool,
+              block_outermost: bool = False) -> dict[str, Any]:
+    """A loaded engine's plan of ``table`` as plain data (``error``: why it has none), in this
+    process: only ever called in a worker."""
+    from kvcontract.conformance.engines.protocol import Planning
+
     if not isinstance(engine, Planning):
         return {"error": f"the {engine.name} adapter does not drive its engine's planner"}
     problem = engine.planning_unavailable()
@@ -327,7 +338,8 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-__all__ = ["differences", "engine_plan", "load_table", "parse_bytes", "reference_plan", "register", "run"]
+__all__ = ["differences", "engine_plan", "load_table", "parse_bytes", "plan_with", "reference_plan", "register",
+           "run"]
 
 if __name__ == "__main__":
     raise SystemExit(_worker())

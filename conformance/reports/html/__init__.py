@@ -1,0 +1,1 @@
+"""kvcontract report: a check report as one self-contained HTML page."""
