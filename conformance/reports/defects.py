@@ -120,8 +120,8 @@ def defect_key(function: str, cls: str, signature: str) -> str:
     kinds (``A>B``, ``A+B``) the pair too: the same function may be right to put two kinds together
     and wrong to put two others, and the harm differs."""
     head = f"{function or 'unlocated'}:{cls}"
-    if cls not in ADVISORY_CLASSES:
-        return head
+    if cls not in ADVISORY_CLASSES or _parts(signature)[0] not in OUTCOME_CLASSES:
+        return head  # a plan's difference names the kinds of a whole group, not the pair a merge let through
     kinds = kinds_of([signature])
     return f"{head}:{'+'.join(kinds)}" if len(kinds) > 1 else head
 
