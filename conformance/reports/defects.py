@@ -85,8 +85,8 @@ def outcome_class(location: Mapping[str, Any], level: str = "MUST") -> str:
     if outcome.startswith("raises-") or outcome == "message-omits":
         return outcome
     cls = OUTCOME_CLASSES.get(outcome, PLAN_OUTCOME)
-    if cls == PLAN_OUTCOME and str(location.get("function", "")).rsplit(".", 1)[-1] == "merge":
-        cls = "mishandles"  # a plan that differs because of what a merge let through or built: that merge's root
+    if cls == PLAN_OUTCOME and "." in str(location.get("function", "")):
+        cls = "mishandles"  # a plan that differs because of what a spec's merge or type test let through: its root
     return f"advisory-{cls}" if level != "MUST" and cls in ADVISORY_CLASSES else cls
 
 

@@ -172,6 +172,16 @@ class VllmEngine(VllmPlanning, VllmProducible):
     """Chapter PLAN's wrong answers, by the outcome's first words: the planning function that
     decides them; every other plan outcome (blocks, tensors) is decided by the sizing."""
     SIZING_OUTCOMES: ClassVar[tuple[str, ...]] = ("over-budget", "tensor-", "layer-not-", "budget-unused")
+    MATCH_DECIDERS: ClassVar[tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = (
+        (("group-spec", "layer-spec"), ("merge",)),
+        (("group-block-size", "group-page"), ("unify_kv_cache_spec_page_size", "merge")),
+        (("groups", "group-form", "manager"), ("is_uniform_with_collection", "_get_kv_cache_groups_uniform_page_size",
+                                               "get_kv_cache_groups")),
+        (("num-blocks", "tensor-"), ("get_kv_cache_config_from_groups",)),
+        (("refused", "raised"), ("get_kv_cache_groups",)),
+    )
+    """PLAN-MATCH-1's differences (``plan-differs-<class>``), by class: the function that decides that
+    part of the plan (with the hybrid manager off, the groups are decided where ``hybrid-off`` says)."""
 
     def deciders(self, outcome: str) -> tuple[str, ...]:
         """vLLM's merge decides agreement and the merged value; the grouping's per-member
@@ -179,6 +189,11 @@ class VllmEngine(VllmPlanning, VllmProducible):
         planning's outcomes are decided where :attr:`PLAN_DECIDERS` says."""
         if outcome == "mixed-allocation":
             return ("is_uniform_with_collection", "merge")
+        if outcome.startswith("plan-differs-"):
+            what = outcome.removeprefix("plan-differs-").removesuffix("-hybrid-off")
+            if outcome.endswith("-hybrid-off") and what in ("groups", "group-form", "manager"):
+                return self.PLAN_DECIDERS["hybrid-off"]
+            return next((names for classes, names in self.MATCH_DECIDERS if what.startswith(classes)), ("merge",))
         for prefix, names in self.PLAN_DECIDERS.items():
             if outcome.startswith(prefix):
                 return names
