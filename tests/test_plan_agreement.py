@@ -26,7 +26,7 @@ def test_the_committed_reviews_name_reviewed_defects_of_the_release() -> None:
 @pytest.mark.parametrize(("text", "says"), [
     ('[[review]]\nsignature = "plan-differs-*"\ndefect = "NoSuch.merge:x"\nreason = "r"\n', "is not reviewed"),
     ('[[review]]\nsignature = "plan-differs-*"\nreason = "r"\n', "needs signature, defect, reason"),
-    ('[[review]]\nsignature = "x"\ndefect = "FullAttentionSpec.merge:assert-only"\nreason = "r"\n'
+    ('[[review]]\nsignature = "x"\ndefect = "FullAttentionSpec.merge:assert"\nreason = "r"\n'
      'interpreter = "sometimes"\n', "interpreter must be"),
     ("[[review]\n", "plan_agreement"),
 ])
@@ -69,7 +69,7 @@ def test_a_difference_is_reviewed_by_the_first_matching_entry() -> None:
                                                                block_outermost=block_outermost)
 
     (item,) = [i for i in pa.peer_inputs() if i.name == "one-worker/2full+4sliding"]
-    review = pa.Review("plan-differs-groups:*", "FullAttentionSpec.merge:assert-only", "a test", "normal")
+    review = pa.Review("plan-differs-groups:*", "FullAttentionSpec.merge:assert", "a test", "normal")
     cases = pa.compare_inputs([item], Splits(), [review])
     assert [c.signature for c in cases if c.differences] == ["plan-differs-groups:SlidingWindowSpec"] * 2  # hybrid on; off: one group
     assert all(c.review is review for c in cases if c.differences)

@@ -157,13 +157,23 @@ def test_expected_of_reads_the_references_answer_for_the_difference() -> None:
 # -- the clause's law and its mutant ----------------------------------------------------------------
 
 
-def test_the_law_judges_both_layouts_and_hybrid_modes_and_the_reference_passes() -> None:
+def _asked(table: dict) -> set[tuple[bool, bool]]:  # type: ignore[type-arg]
     from kvcontract.conformance.contract.laws import plan as plan_laws
 
-    example = Example(table=tuple(TABLE.items()))
+    example = Example(table=tuple(table.items()))
     plan_laws.check_match(ReferenceEngine(), example)
-    asked = {key[1:] for key, _ in plan_laws._PLANS._held.items() if key[0] == plan_laws.table_key(example.table)}
-    assert asked == {(True, False), (True, True), (False, False), (False, True)}
+    return {key[1:] for key, _ in plan_laws._PLANS._held.items() if key[0] == plan_laws.table_key(example.table)}
+
+
+def test_the_law_judges_both_hybrid_modes_and_the_reference_passes() -> None:
+    # one page size: the block-outermost layout packs nothing the layer-outermost one does not
+    assert _asked(TABLE) == {(True, False), (False, False)}
+
+
+def test_the_law_judges_both_layouts_where_pages_differ() -> None:
+    wide = dataclasses.replace(FULL, head_size=128)
+    table = {"full.0": wide, "full.1": wide, "swa.0": SWA, "swa.1": SWA}
+    assert _asked(table) == {(True, False), (True, True), (False, False), (False, True)}
 
 
 def test_the_contiguous_split_mutant_dies_by_plan_match_only() -> None:

@@ -137,7 +137,7 @@ def test_plan_with_the_hybrid_manager_off_refuses_a_mamba_hybrid(capsys):
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed here")
 @pytest.mark.parametrize("layout", ["layer-outermost", "block-outermost"])
-@pytest.mark.parametrize("name", ["deepseek-v4", "deepseek-v3+dspark", "qwen3-next"])
+@pytest.mark.parametrize("name", ["DeepseekV4ForCausalLM", "DeepseekV3ForCausalLM+mtp", "Qwen3NextForCausalLM"])
 def test_plan_with_vllm_shows_no_difference_on_real_tables(name, layout, capsys):
     assert main(["plan", name, "--engine", "vllm", "--memory", "16GiB", "--layout", layout]) == 0
     out = capsys.readouterr().out

@@ -148,9 +148,13 @@ def _variations(spec: KVCacheSpec, index: CorpusIndex, wanted: dict[tuple[type, 
             if wanted.get(key, PER_KIND_FIELD) <= 0:
                 break
             try:
-                yield f.name, dataclasses.replace(spec, **{f.name: value})
+                other = dataclasses.replace(spec, **{f.name: value})
             except (InvalidSpec, TypeError, ValueError):
                 continue
+            # a constructor that normalizes (an MLA page padded to its alignment) may give back the
+            # value it had, or change another field too: that is not a one-field variation
+            if [g.name for g in dataclasses.fields(spec) if getattr(spec, g.name) != getattr(other, g.name)] == [f.name]:
+                yield f.name, other
 
 
 _BY_SHAPE: dict[tuple[int, str], tuple[Corpus, tuple[Example, ...]]] = {}

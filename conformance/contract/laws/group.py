@@ -91,7 +91,10 @@ def _judged_groups(engine: Engine, ex: Example) -> list[EngineGroup] | None:
 def check_partition(engine: Engine, ex: Example) -> None:
     groups = _groups(engine, ex)
     if isinstance(groups, BaseException):
-        if _grouping_ok(ex) or ex.model:  # a real model's table: the engine serves it, grouping must too
+        # a refusal the reference shares is right, on a real model's table too: the GROUP chapter's
+        # grouping unifies pages by merging (GROUP-PAGE-1); a table only the block-outermost packing
+        # serves (DeepSeek-V3.2, -V4) is the PLAN chapter's, judged by its laws
+        if _grouping_ok(ex):
             on = f" on {ex.model}'s layer table" if ex.model else ""
             raise Violation(f"grouping raised {describe(groups)}{on}", Raised(GroupsOf()),
                             raised_signature(groups, None))
