@@ -38,7 +38,9 @@ def test_committed_defects_are_the_reviewed_ones_and_every_one_has_its_review() 
         assert d["review"] == reviewed[d["id"]]["reason"]
         file, _, line = reviewed[d["id"]]["location"].rpartition(":")
         assert d["location"].startswith(file + ":") and int(line) in d["lines"]
-        assert (d["tier"] == "reachable") == bool(d["models"])
+        # reachable: a corpus table's plan shows the harm; reached: corpus tables run the code, no harm
+        assert (d["tier"] == "reachable") == bool(d["harm_models"])
+        assert (d["tier"] in ("reachable", "reached")) == bool(d["models"])
     expectations = tomllib.loads((ROOT / "conformance" / "xfails" / "vllm-0.34.0.toml").read_text())
     assert {e["defect"] for e in expectations["xfail"]} == set(ids)
     assert sum(len(e["finding"]) for e in expectations["xfail"]) == summary["findings"]
