@@ -55,6 +55,30 @@ def cache_dir() -> Path | None:
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kvcontract"))
 
 
+_KIT_DIGEST: list[str] = []
+
+
+def kit_digest() -> str:
+    """A digest of the kit's own Python source, once per process: what the kit keeps in its cache
+    from its own work (shared examples, a parsed corpus) is kept per digest."""
+    if _KIT_DIGEST:
+        return _KIT_DIGEST[0]
+    import hashlib
+
+    import kvcontract
+
+    root = Path(os.path.abspath(os.path.dirname(kvcontract.__file__)))  # the package (a link tree in a checkout)
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = Path(folder) / name
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    _KIT_DIGEST.append(digest.hexdigest()[:16])
+    return _KIT_DIGEST[0]
+
+
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` so that no reader ever sees a partial file.
 

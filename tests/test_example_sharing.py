@@ -112,3 +112,30 @@ def test_read_back_answers_are_keyed_by_type_and_value():
     assert key(int, [1], None) != key(int, [1], 1)  # the page padding is part of the answer
     assert key(int, [[1, 2]], None) is None  # a list: read back afresh each time
     assert key(int, [reference.KVDtype.BFLOAT16], None) == key(int, [reference.KVDtype.BFLOAT16], None)
+
+
+def test_the_store_keeps_a_checks_shapes_for_the_next_one(tmp_path, monkeypatch):
+    """What a check's workers wrote is linked, claimed, into the next check's directory; the store
+    keeps its newest files and drops other kit sources' stores; no cache, no store."""
+    from kvcontract.conformance.contract.strategies import Domain
+    from kvcontract.conformance.run import share
+
+    monkeypatch.setenv("KVCONTRACT_CACHE_DIR", str(tmp_path / "cache"))
+    store = share.store_dir()
+    assert store is not None and store.parent == tmp_path / "cache" / "share"
+    stale = store.parent / "0123456789abcdef"
+    stale.mkdir(parents=True)
+    (stale / "old-producible-x-0-0.pkl").write_bytes(b"old")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    key = share.domain_key("producible", Domain())
+    assert key.startswith("producible-") and key == share.domain_key("producible", Domain())
+    (first / f"table-{key}-0-0.pkl").write_bytes(b"examples")
+    share.keep_run(first, store)
+    assert not stale.exists() and (store / f"table-{key}-0-0.pkl").read_bytes() == b"examples"
+    assert share.seed_run(second, store) == 1
+    assert (second / f"table-{key}-0-0.pkl").read_bytes() == b"examples"
+    assert (second / f"table-{key}-0-0.claim").exists()  # claimed: no worker works it out again
+    monkeypatch.setenv("KVCONTRACT_CACHE_DIR", "off")
+    assert share.store_dir() is None and share.seed_run(second, None) == 0

@@ -202,7 +202,8 @@ def prepare_shared(engine: Engine, laws: Sequence[Law], profile: str, seed_value
     claim_all = profile in CLAIM_ALL_PROFILES
     return share.prepare(wanted if claim_all else wanted[::-1],
                          lambda law_: _worked_out(law_, domain, budgets[law_.clause], seed_value),
-                         domain_mode=domain_mode(), budgets=budgets, seed_value=seed_value, emit=emit,
+                         domain_mode=share.domain_key(domain_mode(), domain), budgets=budgets,
+                         seed_value=seed_value, emit=emit,
                          claim_all=claim_all)
 
 
@@ -225,10 +226,11 @@ def _take_shared(law_: Law, domain: Any, budget: int, seed_value: int) -> None:
     sys_key, draw_key = (law_.systematic, domain), (law_.strategy, domain, budget, seed_value)
     if (law_.systematic is None or sys_key in _SYSTEMATIC) and (not budget or draw_key in _DRAWN):
         return
-    got = share.shared(law_, domain_mode=domain_mode(), budget=budget, seed_value=seed_value)
+    key = share.domain_key(domain_mode(), domain)
+    got = share.shared(law_, domain_mode=key, budget=budget, seed_value=seed_value)
     if got is None:  # unclaimed yet (the -O worker has not come to it): claimed here, on demand
         share.prepare([law_], lambda _: _worked_out(law_, domain, budget, seed_value),
-                      domain_mode=domain_mode(), budgets={law_.clause: budget}, seed_value=seed_value)
+                      domain_mode=key, budgets={law_.clause: budget}, seed_value=seed_value)
         return
     if law_.systematic is not None:
         _SYSTEMATIC[sys_key] = got[0]

@@ -43,7 +43,7 @@ from kvcontract.conformance.reports.check import (
     write_junit,
 )
 from kvcontract.conformance.reports.expectations import Expectations, load_xfails
-from kvcontract.conformance.run import tasks
+from kvcontract.conformance.run import share, tasks
 from kvcontract.conformance.run.tracing import ENGINE_LOAD_TIMEOUT_S, EarlyTracing, trace_defects
 from kvcontract.conformance.run.verdicts import derive_optimize_only, failure_record
 from kvcontract.conformance.run.worker import TaskResult, Worker
@@ -342,6 +342,9 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
     selected = selected_clauses(clauses)
     modes = optimize_modes(optimize)
     shared = tempfile.mkdtemp(prefix="kvcontract-share-") if len(modes) > 1 else None
+    store = share.store_dir() if shared else None
+    if shared:
+        share.seed_run(Path(shared), store)
     passes: dict[str, Pass] = {m: Pass(engine_name, optimized=m == "optimized", profile=profile, seed_value=seed_value,
                       xfails=xfails, clauses=selected, progress=progress, clause_timeout=clause_timeout,
                       example_timeout=example_timeout, domain=domain, known=known, share=shared,
@@ -405,6 +408,7 @@ def run_check(engine_name: str, *, profile: str = "default", seed_value: int = 0
         for p in passes.values():
             p.close()
         if shared:
+            share.keep_run(Path(shared), store)
             shutil.rmtree(shared, ignore_errors=True)
     return report
 
