@@ -88,10 +88,21 @@ def _tree(root: Path, installed: Path, regression: bool) -> Path:
     return root
 
 
+def _shipped_corpus(tree: Path) -> str:
+    """The corpus shipped for the tree's release (both trees are copies of the installed vLLM, the
+    head one with a merge regression: what its own model code builds would be rebuilt for each
+    tree, minutes each, and the gate compares findings, not corpora); none where none ships."""
+    from kvcontract.conformance.engines.vllm.corpus import SHIPPED_DIR, _tree_release
+
+    shipped = SHIPPED_DIR / f"vllm-{_tree_release(tree / 'vllm')}.json.gz"
+    return str(shipped) if shipped.is_file() else "none"
+
+
 def _check(tree: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", VLLM_LOGGING_LEVEL="ERROR",
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "kvcontract", "check", "--engine", "vllm", "--engine-path", str(tree),
+           "--corpus", _shipped_corpus(tree),
            "--profile", "quick", "--optimize", "off", "--no-xfails", "--quiet", "--json", str(out), *extra]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree, timeout=900)
 

@@ -188,3 +188,74 @@ def _near_miss_variations(corpus: Corpus) -> Iterator[Example]:
                 wanted[key] = wanted.get(key, PER_KIND_FIELD) - 1
                 seen.add((spec, other))
                 yield Example(specs=(spec, other), field=name)
+
+
+# -- counts moved: a corpus table's two kinds at the ratios the engine's grouping tests ----------
+
+COUNT_SHAPES = frozenset({"table", "plan-table"})
+"""Shapes whose examples are whole layer tables (grouping and planning)."""
+COUNT_BASE = 8
+"""The smaller kind's layer count in a table with counts moved: large enough that the ratios the
+engine's heuristics test fall on whole counts (8 x 1.5 = 12)."""
+COUNT_STEPS = (1, 3, 4)
+"""How many more layers the larger kind has: one apart, just below 1.5 times (11 < 12) and at it (12: vLLM 0.34.0 pads to the larger count below 1.5 times, else splits by the smaller,
+kv_cache_planning.py l.567-578)."""
+
+_COUNTED: dict[int, tuple[Corpus, tuple[Example, ...]]] = {}
+
+
+def count_examples(law_: Law) -> tuple[Example, ...]:
+    """Tables made from the corpus's tables of two kinds side by side: the same two layer specs
+    in the table's own naming scheme, at counts :data:`COUNT_BASE` and :data:`COUNT_BASE` plus each
+    of :data:`COUNT_STEPS`, either kind the larger. No real model has these counts (a finding on
+    one is synthetic), but a grouping rule that breaks only where two kinds' counts are close and
+    unequal shows on them. One table per pair of kinds (with equal or unequal pages); worked out
+    once per corpus."""
+    corpus = current_corpus()
+    if corpus is None or law_.shape.name not in COUNT_SHAPES:
+        return ()
+    held = _COUNTED.get(id(corpus))
+    if held is None or held[0] is not corpus:
+        held = _COUNTED[id(corpus)] = (corpus, tuple(_count_variations(corpus)))
+    return held[1]
+
+
+def _count_variations(corpus: Corpus) -> Iterator[Example]:
+    import re
+
+    from kvcontract.conformance.contract.corpus import planning_classes
+
+    seen: set[tuple[Any, ...]] = set()
+    for table, _ in planning_classes(corpus):
+        by_spec: dict[KVCacheSpec, list[str]] = {}
+        for name, spec in table.layers:
+            by_spec.setdefault(spec, []).append(name)
+        if len(by_spec) != 2:
+            continue
+        (a, names_a), (b, names_b) = by_spec.items()
+        key = (*sorted((type(a).__name__, type(b).__name__)), a.page_size_bytes == b.page_size_bytes)
+        if key in seen:
+            continue
+        seen.add(key)
+        first = names_a[0]
+        found = re.search(r"\d+", first)
+        scheme = (first[:found.start()] + "{}" + first[found.end():]) if found else first + ".{}"
+        for step in COUNT_STEPS:
+            for more, fewer in ((a, b), (b, a)):
+                yield Example(table=_interleaved(scheme, more, COUNT_BASE + step, fewer, COUNT_BASE))
+
+
+def _interleaved(scheme: str, more: KVCacheSpec, n_more: int, fewer: KVCacheSpec, n_fewer: int
+                 ) -> tuple[tuple[str, KVCacheSpec], ...]:
+    """``n_more`` layers of ``more`` and ``n_fewer`` of ``fewer`` spread evenly, named by ``scheme``."""
+    total = n_more + n_fewer
+    layers = []
+    placed = 0
+    for i in range(total):
+        # the i-th layer is of the fewer kind where the running share of it steps up
+        if (i + 1) * n_fewer // total > placed:
+            placed += 1
+            layers.append((scheme.format(i), fewer))
+        else:
+            layers.append((scheme.format(i), more))
+    return tuple(layers)

@@ -182,3 +182,41 @@ def _consecutive(run: list[planning.PlanGroup], position: Mapping[str, int]) -> 
         start += len(part)
         out.append(planning.PlanGroup(part, spec, tuple((n, spec) for n in part)))
     return out
+
+
+@_register
+class MeanGroupSize(Mutant):
+    """PLAN-MATCH-1: where two kinds' layer counts are close but unequal, groups take their mean size."""
+
+    key = "mean-group-size"
+    description = ("where the largest bucket is less than half as large again as the smallest, the group "
+                   "size is the two counts' mean (rounded down) instead of the largest count, so the larger "
+                   "kind is split into two groups where one padded group serves; equal counts, and counts "
+                   "1.5 times apart or more, plan as before")
+    imitates = ("a rework of the padding heuristic of vLLM 0.34.0's _get_kv_cache_groups_uniform_page_size "
+                "(kv_cache_planning.py l.567-578: 12 sliding + 13 full layers of gpt-oss-20b with its EAGLE "
+                "draft pad to 13 + 13)")
+    expected_clauses = ("PLAN-MATCH-1",)
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
+        original = planning._equal_groups
+        planning._equal_groups = _mean_sized_groups  # this worker plans one table at a time
+        try:
+            return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
+        finally:
+            planning._equal_groups = original
+
+
+def _mean_sized_groups(buckets: list[tuple[list[str], list[KVCacheSpec]]]) -> list[planning.PlanGroup]:
+    sizes = [len(names) for names, _ in buckets]
+    close = max(sizes) < min(sizes) * 1.5
+    group_size = (max(sizes) + min(sizes)) // 2 if close else min(sizes)
+    groups = []
+    for names, members in buckets:
+        count = -(-len(names) // group_size)
+        by_name = dict(zip(names, members, strict=True))
+        for i in range(count):
+            part = names[i::count]
+            groups.append(planning._merged(part, [by_name[n] for n in part]))
+    return groups
