@@ -69,9 +69,9 @@ def test_a_difference_is_reviewed_by_the_first_matching_entry() -> None:
                                                                block_outermost=block_outermost)
 
     (item,) = [i for i in pa.peer_inputs() if i.name == "one-worker/2full+4sliding"]
-    review = pa.Review("plan-differs-groups:*", "FullAttentionSpec.merge:assert", "a test", "normal")
+    review = pa.Review("plan-differs-group-split:*", "FullAttentionSpec.merge:assert", "a test", "normal")
     cases = pa.compare_inputs([item], Splits(), [review])
-    assert [c.signature for c in cases if c.differences] == ["plan-differs-groups:SlidingWindowSpec"] * 2  # hybrid on; off: one group
+    assert [c.signature for c in cases if c.differences] == ["plan-differs-group-split:SlidingWindowSpec"] * 2  # hybrid on; off: one group
     assert all(c.review is review for c in cases if c.differences)
     text = pa.render_markdown(cases, "engine", "1", "one table")
     assert "2 reviewed engine defects, 0 unreviewed" in text and "| one-worker/2full+4sliding | peer |" in text

@@ -66,13 +66,21 @@ def test_refusals_against_plans_are_named() -> None:
     assert raised.what == "raised" and "ValueError: boom" in raised.detail
 
 
-def test_another_partition_is_a_groups_difference() -> None:
+def test_another_split_of_the_same_layers_is_a_group_split_difference() -> None:
     planned = plan_of(_reference())  # full | swa.0 swa.2 | swa.1 swa.3
     consecutive = (planned.groups[0], EngineGroup(("swa.0", "swa.1"), SWA), EngineGroup(("swa.2", "swa.3"), SWA))
     differences = compare(_reference(), _regroup(consecutive), table=TABLE)
-    assert differences[0].what == "groups"
-    assert differences[0].signature == "plan-differs-groups:SlidingWindowSpec"
+    assert differences[0].what == "group-split"
+    assert differences[0].signature == "plan-differs-group-split:SlidingWindowSpec"
     assert "reference 3 groups, engine 3" in differences[0].detail
+
+
+def test_layers_of_other_kinds_together_is_a_groups_difference() -> None:
+    mixed = (EngineGroup(("full.0", "swa.0"), None, {"full.0": FULL, "swa.0": SWA}),
+             EngineGroup(("full.1", "swa.2"), None, {"full.1": FULL, "swa.2": SWA}),
+             EngineGroup(("swa.1", "swa.3"), SWA))
+    differences = compare(_reference(), _regroup(mixed), table=TABLE)
+    assert differences[0].what == "groups"
 
 
 def test_form_manager_block_size_page_and_spec_of_a_group() -> None:
@@ -151,7 +159,7 @@ def test_expected_of_reads_the_references_answer_for_the_difference() -> None:
     groups = compare(planned, _regroup(plan_of(planned).groups[:1] + (EngineGroup(
         ("swa.0", "swa.1", "swa.2", "swa.3"), SWA),)), table=TABLE)[0]
     assert expected_of(planned, groups)[1] == sorted(sorted(g.layer_names) for g in planned.groups)
-    assert groups.signature_in(False) == "plan-differs-groups-hybrid-off:SlidingWindowSpec"
+    assert groups.signature_in(False) == "plan-differs-group-split-hybrid-off:SlidingWindowSpec"
 
 
 # -- the clause's law and its mutant ----------------------------------------------------------------
@@ -186,5 +194,5 @@ def test_the_contiguous_split_mutant_dies_by_plan_match_only() -> None:
         check(mutant, example)
     with pytest.raises(Violation) as caught:
         plan_laws.check_match(mutant, example)
-    assert caught.value.signature == "plan-differs-groups:SlidingWindowSpec"
+    assert caught.value.signature == "plan-differs-group-split:SlidingWindowSpec"
     assert "hybrid manager on, layer-outermost" in caught.value.message

@@ -185,6 +185,7 @@ class PlanTensors(_Planned):
 
 _OBSERVED = {
     "groups": "sorted(sorted(names) for names, _ in pairs)",
+    "group-split": "sorted(sorted(names) for names, _ in pairs)",
     "group-form": "'per-member' if hasattr(_group_of(layer)[1], 'kv_cache_specs') else 'merged'",
     "manager": "type(_layer_spec(_group_of(layer)[0][0])).__name__ in expected",
     "group-block-size": "_layer_spec(_group_of(layer)[0][0]).block_size",
@@ -251,7 +252,7 @@ class PlanMatches(Expectation):
                                           "{type(_layer_spec(_group_of(layer)[0][0])).__name__}, not of "
                                           "{expected} (the reference)'")]
             else:
-                about = "" if self.what in ("groups", "num-blocks") else " of {layer}"
+                about = "" if self.what in ("groups", "group-split", "num-blocks") else " of {layer}"
                 check = [f"expected = {self.expected!r}", f"got = {observed}", "if got != expected:",
                          "    " + ctx.fail(f"f'{esc(self.what)}{about}: {{got}} (reference: {{expected}})'")]
         return [*setup, *helpers, *check, f"print('no violation: {esc(self.what)} as the reference plans')"]

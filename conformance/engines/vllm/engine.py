@@ -175,6 +175,7 @@ class VllmEngine(VllmPlanning, VllmProducible):
     MATCH_DECIDERS: ClassVar[tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = (
         (("group-spec", "layer-spec"), ("merge",)),
         (("group-block-size", "group-page"), ("unify_kv_cache_spec_page_size", "merge")),
+        (("group-split",), ("_get_kv_cache_groups_uniform_page_size", "get_kv_cache_groups")),
         (("groups", "group-form", "manager"), ("is_uniform_with_collection", "_get_kv_cache_groups_uniform_page_size",
                                                "get_kv_cache_groups")),
         (("num-blocks", "tensor-"), ("get_kv_cache_config_from_groups",)),
