@@ -41,8 +41,8 @@ def test_the_default_check_reports_a_close_count_grouping_regression_as_new(tmp_
     assert new and {r["clause"] for r in new} == {"PLAN-MATCH-1"}, [(r["clause"], r["signature"]) for r in new]
     assert all(r["signature"].startswith("plan-differs-") for r in new)
     assert all(r["input"] == "synthetic" for r in new)  # no real model has the counts
-    # traced to the grouping code; the tracer names the first function that decides a 'groups'
-    # difference (the type test), not yet the split arithmetic itself (a known imprecision)
-    assert all(r.get("location", "").startswith(("vllm/v1/core/kv_cache_planning.py", "vllm/v1/kv_cache_interface.py"))
-               for r in new), [(r.get("defect"), r.get("location")) for r in new]
+    # traced to the split arithmetic: a group-split difference is decided where the planner splits
+    assert {r["defect"] for r in new} == {"_get_kv_cache_groups_uniform_page_size:wrong-plan"}, \
+        [(r.get("defect"), r["signature"]) for r in new]
+    assert all(r["signature"].startswith("plan-differs-group-split") for r in new)
     assert "verdict: FAIL" in proc.stdout.splitlines()[-1]
