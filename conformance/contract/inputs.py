@@ -259,3 +259,55 @@ def _interleaved(scheme: str, more: KVCacheSpec, n_more: int, fewer: KVCacheSpec
         else:
             layers.append((scheme.format(i), more))
     return tuple(layers)
+
+
+# -- messages over three or more members: a corpus spec beside two other values of one field --------
+
+MESSAGE_SHAPES = frozenset({"near-miss"})
+"""Shapes whose examples are members that disagree in one field (the error chapter's)."""
+
+_MESSAGED: dict[int, tuple[Corpus, tuple[Example, ...]]] = {}
+
+
+def message_examples(law_: Law) -> tuple[Example, ...]:
+    """Per kind and field the corpus gives three or more values: a corpus spec of that kind and two
+    copies of it, each with another of those values (the longest first: real sizes, dtype names,
+    nested values), so the members hold three distinct values and a message that names only some
+    of them, or abbreviates them, is told apart (ERROR-MESSAGE-1). Two members changed: synthetic
+    input. Worked out once per corpus."""
+    corpus = current_corpus()
+    if corpus is None or law_.shape.name not in MESSAGE_SHAPES:
+        return ()
+    held = _MESSAGED.get(id(corpus))
+    if held is None or held[0] is not corpus:
+        held = _MESSAGED[id(corpus)] = (corpus, tuple(_three_values(corpus)))
+    return held[1]
+
+
+def _three_values(corpus: Corpus) -> Iterator[Example]:
+    index = corpus_index()
+    if index is None:
+        return
+    done: set[tuple[type, str]] = set()
+    for table, _ in distinct_tables(corpus):
+        for spec in dict.fromkeys(s for _, s in table.layers):
+            for f in dataclasses.fields(spec):
+                key = (type(spec), f.name)
+                if key in done:
+                    continue
+                current = _hashable(getattr(spec, f.name))
+                others = sorted(index.values.get(key, set()) - {current, None}, key=lambda v: (-len(repr(v)), repr(v)))
+                members = [spec]
+                for value in others:
+                    try:
+                        other = dataclasses.replace(spec, **{f.name: value})
+                    except (InvalidSpec, TypeError, ValueError):
+                        continue
+                    changed = [g.name for g in dataclasses.fields(spec) if getattr(spec, g.name) != getattr(other, g.name)]
+                    if changed == [f.name] and other not in members:
+                        members.append(other)
+                    if len(members) == 3:
+                        break
+                if len(members) == 3:
+                    done.add(key)
+                    yield Example(specs=tuple(members), field=f.name)

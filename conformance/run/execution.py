@@ -20,7 +20,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
-from kvcontract.conformance.contract.inputs import best, classify, count_examples, variation_examples
+from kvcontract.conformance.contract.inputs import (
+    best,
+    classify,
+    count_examples,
+    message_examples,
+    variation_examples,
+)
 from kvcontract.conformance.contract.laws import law
 from kvcontract.conformance.contract.model import Example, KitFailure, Law, Violation, domain_of
 from kvcontract.conformance.contract.models import model_examples
@@ -348,6 +354,8 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
         for ex in variation_examples(law_):  # then one field of one corpus layer changed
             findings.judge(engine, law_, ex, "variation", emit, example_facts(ex))
         for ex in count_examples(law_):  # corpus tables' two kinds at the counts grouping tests
+            findings.judge(engine, law_, ex, "derived", emit, example_facts(ex))
+        for ex in message_examples(law_):  # three members, three values of one field: whole messages
             findings.judge(engine, law_, ex, "derived", emit, example_facts(ex))
         if law_.systematic is not None:
             for ex in systematic_examples(law_, domain):

@@ -139,3 +139,25 @@ class IdentityCompare(Mutant):
                 if isinstance(theirs, str) and not isinstance(theirs, enum.Enum) and mine is not theirs:
                     raise IncompatibleSpecs((reference.Disagreement(f.name, None, (mine, theirs)),))
         return reference.merge(list(objs))
+
+
+@_register
+class MessageFirstTwoValues(Mutant):
+    """ERROR-MESSAGE-1 over three members: the error names the first member's value and the first
+    that differs from it, not every distinct value."""
+
+    key = "message-first-two-values"
+    description = ("the incompatibility error names each disagreeing field with the first member's value and "
+                   "the first other value (\"block_size: 64 vs 32\"), so a third member's value is never named")
+    imitates = ("the pairwise messages of vLLM 0.34.0's merges, which compare each member with specs[0] and "
+                "stop at the first that differs")
+    expected_clauses = ("ERROR-MESSAGE-1",)
+
+    def merge(self, objs: Sequence[Any]) -> Any:
+        try:
+            return reference.merge(list(objs))
+        except IncompatibleSpecs as exc:
+            if not exc.disagreements:
+                raise  # merge([]): its own message
+            parts = [f"{d.field}: {' vs '.join(repr(v) for v in d.values[:2])}" for d in exc.disagreements]
+            raise AssertionError("incompatible KV cache specs: " + "; ".join(parts)) from None

@@ -1,0 +1,63 @@
+"""Inputs derived from the corpus beyond one-field variations (issue 39): tables whose two kinds
+are moved to the counts the engine's grouping tests, and members holding three values of one field.
+Both are synthetic input; each kills the catalogue mutant written for it, which nothing else kills."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from kvcontract.conformance.contract import inputs
+from kvcontract.conformance.contract.corpus import use_corpus
+from kvcontract.conformance.contract.laws import law
+from kvcontract.conformance.engines.mutants import load_mutant
+from kvcontract.conformance.engines.vllm.corpus import SHIPPED_DIR
+from kvcontract.conformance.run import execution
+
+CORPUS = SHIPPED_DIR / "vllm-0.34.0.json.gz"
+
+
+@pytest.fixture(autouse=True)
+def _corpus():  # type: ignore[no-untyped-def]
+    use_corpus(str(CORPUS))
+    yield
+    use_corpus(None)
+
+
+def test_count_tables_hold_two_kinds_at_the_ratios_grouping_tests_in_the_tables_naming_scheme() -> None:
+    examples = inputs.count_examples(law("PLAN-MATCH-1"))
+    assert examples and inputs.count_examples(law("MERGE-ORDER-1")) == ()
+    ratios = set()
+    for ex in examples:
+        counts = sorted(Counter(spec for _, spec in ex.table).values())
+        assert len(counts) == 2 and counts[0] == inputs.COUNT_BASE
+        ratios.add(counts[1] - counts[0])
+        names = [n for n, _ in ex.table]
+        assert len(set(names)) == len(names) and all(any(c.isdigit() for c in n) for n in names)
+        assert inputs.classify(ex) == "synthetic"
+    assert ratios == set(inputs.COUNT_STEPS)
+    # just below and at the 1.5 ratio vLLM's padding heuristic tests
+    assert inputs.COUNT_BASE + 3 < inputs.COUNT_BASE * 1.5 <= inputs.COUNT_BASE + 4
+
+
+def test_message_examples_hold_three_distinct_values_of_their_field() -> None:
+    examples = inputs.message_examples(law("ERROR-MESSAGE-1"))
+    assert examples and inputs.message_examples(law("PLAN-MATCH-1")) == ()
+    for ex in examples:
+        assert len(ex.specs) == 3 and len({type(s) for s in ex.specs}) == 1
+        assert len({repr(getattr(s, ex.field)) for s in ex.specs}) == 3
+
+
+@pytest.mark.parametrize(("mutant", "clause", "feed"), [
+    ("mean-group-size", "PLAN-MATCH-1", "count_examples"),
+    ("message-first-two-values", "ERROR-MESSAGE-1", "message_examples"),
+])
+def test_the_mutant_of_each_input_class_dies_by_it_and_survives_without_it(
+        mutant: str, clause: str, feed: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = load_mutant(mutant)
+    records, _ = execution.run_law(engine, law(clause), "quick", 0, None)
+    assert any(r.status == "fail" and r.input == "synthetic" for r in records)
+    monkeypatch.setattr(execution, feed, lambda law_: ())
+    records, _ = execution.run_law(engine, law(clause), "quick", 0, None)
+    assert not any(r.status == "fail" for r in records)
