@@ -1,6 +1,7 @@
-"""Inputs derived from the corpus beyond one-field variations (issue 39): tables whose two kinds
-are moved to the counts the engine's grouping tests, and members holding three values of one field.
-Both are synthetic input; each kills the catalogue mutant written for it, which nothing else kills."""
+"""Inputs derived from the corpus (issue 39): real tables with one layer changed at real positions
+(one-field variations), tables whose two kinds are moved to the counts the engine's grouping tests,
+and members holding three values of one field (both synthetic). Each kills the catalogue mutant
+written for it, which nothing else kills."""
 
 from __future__ import annotations
 
@@ -49,15 +50,26 @@ def test_message_examples_hold_three_distinct_values_of_their_field() -> None:
         assert len({repr(getattr(s, ex.field)) for s in ex.specs}) == 3
 
 
-@pytest.mark.parametrize(("mutant", "clause", "feed"), [
-    ("mean-group-size", "PLAN-MATCH-1", "count_examples"),
-    ("message-first-two-values", "ERROR-MESSAGE-1", "message_examples"),
+def test_position_tables_change_one_layer_of_a_real_table_at_real_positions() -> None:
+    examples = inputs.position_examples(law("PLAN-MATCH-1"))
+    assert examples and inputs.position_examples(law("ERROR-DETECT-1")) == ()
+    deep = 0
+    for ex in examples:
+        assert inputs.classify(ex) == "variation"  # one field of one layer of a corpus table
+        deep += len(ex.table) > 64
+    assert deep  # beyond the 64th layer too
+
+
+@pytest.mark.parametrize(("mutant", "clause", "feed", "input_class"), [
+    ("mean-group-size", "PLAN-MATCH-1", "count_examples", "synthetic"),
+    ("message-first-two-values", "ERROR-MESSAGE-1", "message_examples", "synthetic"),
+    ("sampled-uniformity", "PLAN-MATCH-1", "position_examples", "variation"),
 ])
 def test_the_mutant_of_each_input_class_dies_by_it_and_survives_without_it(
-        mutant: str, clause: str, feed: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        mutant: str, clause: str, feed: str, input_class: str, monkeypatch: pytest.MonkeyPatch) -> None:
     engine = load_mutant(mutant)
     records, _ = execution.run_law(engine, law(clause), "quick", 0, None)
-    assert any(r.status == "fail" and r.input == "synthetic" for r in records)
+    assert any(r.status == "fail" and r.input == input_class for r in records)
     monkeypatch.setattr(execution, feed, lambda law_: ())
     records, _ = execution.run_law(engine, law(clause), "quick", 0, None)
     assert not any(r.status == "fail" for r in records)

@@ -311,3 +311,77 @@ def _three_values(corpus: Corpus) -> Iterator[Example]:
                 if len(members) == 3:
                     done.add(key)
                     yield Example(specs=tuple(members), field=f.name)
+
+
+# -- one layer of a real table changed, at the positions a real table has ---------------------------
+
+POSITIONS = ("first", "10th", "17th", "33rd", "65th", "middle", "last")
+"""Where in a corpus table one layer is changed: the first, the 10th (names of two digits), beyond
+the 16th, 32nd and 64th (indexes past a small table's, and a name sorted otherwise as text), the
+middle and the last."""
+_AT = {"first": 0, "10th": 9, "17th": 16, "33rd": 32, "65th": 64}
+
+_POSITIONED: dict[int, tuple[Corpus, tuple[Example, ...]]] = {}
+
+
+def position_examples(law_: Law) -> tuple[Example, ...]:
+    """Corpus tables with one layer changed in one field, to a value another corpus spec of its kind
+    has (a one-field variation of a real table), at each of :data:`POSITIONS` the table reaches: per
+    kind, the longest table of a planning class that holds that kind alone (else the longest that
+    holds it), and the first field whose change keeps the spec valid and differs. Worked out once
+    per corpus."""
+    corpus = current_corpus()
+    if corpus is None or law_.shape.name not in COUNT_SHAPES:
+        return ()
+    held = _POSITIONED.get(id(corpus))
+    if held is None or held[0] is not corpus:
+        held = _POSITIONED[id(corpus)] = (corpus, tuple(_positioned(corpus)))
+    return held[1]
+
+
+def _positioned(corpus: Corpus) -> Iterator[Example]:
+    from kvcontract.conformance.contract.corpus import planning_classes
+    from kvcontract.reference import Role, role_of
+
+    index = corpus_index()
+    if index is None:
+        return
+    longest: dict[type, Any] = {}
+    for table, _ in planning_classes(corpus):
+        kinds = {type(spec) for _, spec in table.layers}
+        for kind in kinds:
+            held = longest.get(kind)
+            # a table of that kind alone first (a real model's whole stack), then the longest
+            rank = (len(kinds) == 1, len(table.layers))
+            if held is None or rank > (len({type(s) for _, s in held.layers}) == 1, len(held.layers)):
+                longest[kind] = table
+    for kind, table in longest.items():
+        layers = list(table.layers)
+        spots = [i for i, (_, s) in enumerate(layers) if type(s) is kind]
+        base = layers[spots[0]][1]
+        changed = None
+        for f in dataclasses.fields(base):
+            if role_of(f) not in (Role.LAYOUT, Role.ALLOCATION):
+                continue
+            current = _hashable(getattr(base, f.name))
+            for value in sorted(index.values.get((kind, f.name), set()) - {current}, key=repr):
+                try:
+                    other = dataclasses.replace(base, **{f.name: value})
+                except (InvalidSpec, TypeError, ValueError):
+                    continue
+                if [g.name for g in dataclasses.fields(base) if getattr(base, g.name) != getattr(other, g.name)] \
+                        == [f.name]:
+                    changed = other
+                    break
+            if changed is not None:
+                break
+        if changed is None:
+            continue
+        wanted = {name: _AT[name] for name in _AT if _AT[name] < len(spots)}
+        wanted |= {"middle": len(spots) // 2, "last": len(spots) - 1}
+        for at in dict.fromkeys(wanted.values()):
+            i = spots[at]
+            if layers[i][1] != base:
+                continue  # a layer of the kind with other values: leave it (one field of one layer)
+            table_ = (*layers[:i], (layers[i][0], changed), *layers[i + 1:])
+            yield Example(table=tuple(table_))

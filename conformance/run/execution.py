@@ -25,6 +25,7 @@ from kvcontract.conformance.contract.inputs import (
     classify,
     count_examples,
     message_examples,
+    position_examples,
     variation_examples,
 )
 from kvcontract.conformance.contract.laws import law
@@ -352,6 +353,8 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
         for _, ex in model_examples(engine, law_):  # real models first: their witness is kept
             findings.judge(engine, law_, ex, "model", emit, example_facts(ex))
         for ex in variation_examples(law_):  # then one field of one corpus layer changed
+            findings.judge(engine, law_, ex, "variation", emit, example_facts(ex))
+        for ex in position_examples(law_):  # one layer of a real table changed, at real positions
             findings.judge(engine, law_, ex, "variation", emit, example_facts(ex))
         for ex in count_examples(law_):  # corpus tables' two kinds at the counts grouping tests
             findings.judge(engine, law_, ex, "derived", emit, example_facts(ex))

@@ -220,3 +220,27 @@ def _mean_sized_groups(buckets: list[tuple[list[str], list[KVCacheSpec]]]) -> li
             part = names[i::count]
             groups.append(planning._merged(part, [by_name[n] for n in part]))
     return groups
+
+
+@_register
+class SampledUniformity(Mutant):
+    """PLAN-MATCH-1: uniformity judged on the first 16 layers of a long table."""
+
+    key = "sampled-uniformity"
+    description = ("a table of more than 16 layers of one kind whose first 16 merge is planned as one merged "
+                   "group of every layer, with those 16 layers' merged spec: a layer further down that differs "
+                   "in a field is allocated with another layer's spec")
+    imitates = "a fast path for long tables (a few hundred layers) that samples the head of the table"
+    expected_clauses = ("PLAN-MATCH-1",)
+    SAMPLE = 16
+
+    def plan_layers(self, objs_by_layer: Mapping[str, Any], memory_bytes: int, *,
+                    hybrid: bool = True, block_outermost: bool = False) -> EnginePlan:
+        table = dict(objs_by_layer)
+        head = dict(list(table.items())[:self.SAMPLE])
+        one_kind = len({type(s) for s in table.values()}) == 1
+        if len(table) > self.SAMPLE and one_kind and reference.is_uniform(head) and not reference.is_uniform(table):
+            spec = reference.merge(list(head.values()))
+            group = planning.PlanGroup(tuple(table), spec, tuple((n, spec) for n in table))
+            return plan_of(sizing.size_plan([group], memory_bytes, block_outermost))
+        return super().plan_layers(objs_by_layer, memory_bytes, hybrid=hybrid, block_outermost=block_outermost)
