@@ -73,3 +73,29 @@ def test_the_mutant_of_each_input_class_dies_by_it_and_survives_without_it(
     monkeypatch.setattr(execution, feed, lambda law_: ())
     records, _ = execution.run_law(engine, law(clause), "quick", 0, None)
     assert not any(r.status == "fail" for r in records)
+
+
+def test_corpus_examples_are_fed_as_the_engine_can_hold_them() -> None:
+    """A fork fed the pinned vLLM's corpus: fields its classes lack at their defaults, kinds it
+    lacks and variations of a field it lacks left out; the engine's own release loses nothing."""
+    from kvcontract.conformance.contract.model import Example
+    from kvcontract.conformance.engines.reference import ReferenceEngine
+    from kvcontract.reference import FullAttentionSpec, KVDtype, MambaSpec
+
+    class Fork:
+        def unsupported_kinds(self) -> list[type]:
+            return [MambaSpec]
+
+        def unsupported_fields(self, kind: type) -> frozenset[str]:
+            return frozenset({"dcp_sharded"}) if kind is FullAttentionSpec else frozenset()
+
+    full = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype=KVDtype.BFLOAT16, dcp_sharded=False)
+    default = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype=KVDtype.BFLOAT16)
+    assert full != default
+    held = execution.as_engine_holds(Fork())
+    assert held(Example(table=(("a", full),))) == Example(table=(("a", default),))
+    assert held(Example(specs=(default, full), field="dcp_sharded")) is None
+    mamba = next(s for t in inputs.current_corpus().tables for _, s in t.layers if isinstance(s, MambaSpec))
+    assert held(Example(table=(("m", mamba),))) is None
+    ex = Example(table=(("a", full),))
+    assert execution.as_engine_holds(ReferenceEngine())(ex) is ex

@@ -196,3 +196,26 @@ def test_the_contiguous_split_mutant_dies_by_plan_match_only() -> None:
         plan_laws.check_match(mutant, example)
     assert caught.value.signature == "plan-differs-group-split:SlidingWindowSpec"
     assert "hybrid manager on, layer-outermost" in caught.value.message
+
+
+def test_a_field_the_engine_lacks_is_not_judged() -> None:
+    """An engine whose classes lack a field reads it back at the kit's default: that tells nothing
+    of its plan (a fork of an older vLLM without dcp_sharded)."""
+    planned = plan_of(_reference())
+    full_group = planned.groups[0]
+    assert full_group.spec is not None
+    other = dataclasses.replace(full_group.spec, dcp_sharded=not full_group.spec.dcp_sharded)
+    answer = _regroup((EngineGroup(full_group.layer_names, other), *planned.groups[1:]))
+
+    class Lacking:
+        def unsupported_fields(self, kind: type) -> frozenset[str]:
+            return frozenset({"dcp_sharded"})
+
+        def page_size(self, spec: object) -> int:
+            return spec.page_size_bytes  # type: ignore[attr-defined]
+
+        def to_engine(self, spec: object) -> object:
+            return spec
+
+    assert [d.what for d in compare(_reference(), answer, table=TABLE)] == ["group-spec"]
+    assert compare(_reference(), answer, Lacking(), table=TABLE) == []

@@ -162,6 +162,8 @@ class _Collector:
 
     def __init__(self, table: Mapping[str, KVCacheSpec]) -> None:
         self.table = table
+        self.lacks: Any = lambda kind: frozenset()
+        """``kind -> fields`` the engine lacks: not judged (:func:`_lacks`)."""
         self.found: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Difference] = {}
 
     def kinds(self, names: Iterable[str]) -> tuple[str, ...]:
@@ -203,6 +205,7 @@ def compare(reference: ReferenceAnswer, answer: EngineAnswer, engine: Any = None
         return out.result()
     ref_groups, eng_groups = _reference_groups(reference), _engine_groups(answer)
     page = _Pages(engine)
+    out.lacks = _lacks(engine)
     _compare_groups(out, ref_groups, eng_groups, page)
     if reference.num_blocks != answer.num_blocks:
         out.add("num-blocks", names, f"reference {reference.num_blocks}, engine {answer.num_blocks}")
@@ -211,6 +214,21 @@ def compare(reference: ReferenceAnswer, answer: EngineAnswer, engine: Any = None
     _compare_tensors(out, (reference.tensors, ref_pages, reference.num_blocks),
                      (answer.tensors, eng_pages, answer.num_blocks), reference.num_blocks == answer.num_blocks)
     return out.result()
+
+
+def _lacks(engine: Any) -> Any:
+    """``kind -> fields`` the engine's classes lack (read back at the reference's defaults, they
+    tell nothing of its plan); none for a plan without an engine."""
+    unsupported = getattr(engine, "unsupported_fields", None)
+    if unsupported is None:
+        return lambda kind: frozenset()
+    held: dict[type, frozenset[str]] = {}
+
+    def lacks(kind: type) -> frozenset[str]:
+        if kind not in held:
+            held[kind] = frozenset(unsupported(kind))
+        return held[kind]
+    return lacks
 
 
 def _table_of(reference: ReferenceAnswer, answer: EngineAnswer) -> dict[str, KVCacheSpec]:
@@ -275,6 +293,12 @@ def _buckets(groups: list[_Group]) -> dict[frozenset[str], frozenset[str]]:
     return {k: frozenset(v) for k, v in out.items()}
 
 
+def _held(out: _Collector, spec: KVCacheSpec, fields: tuple[str, ...]) -> tuple[str, ...]:
+    """``fields`` less those the engine lacks for ``spec``'s kind."""
+    lacked = out.lacks(type(spec))
+    return tuple(f for f in fields if f not in lacked) if lacked else fields
+
+
 def _compare_group(out: _Collector, ref: _Group, eng: _Group, page: _Pages) -> None:
     names, label = list(ref.names), _names(ref.names)
     missing = [n for n in ref.names if n not in eng.specs]
@@ -296,13 +320,13 @@ def _compare_group(out: _Collector, ref: _Group, eng: _Group, page: _Pages) -> N
         out.add("group-page", names, f"{label}: reference {'/'.join(map(str, ref_pages))} B, engine "
                 f"{'/'.join(map(str, eng_pages))} B")
     if ref.merged and eng.merged:
-        fields = spec_mismatch(ref_first, eng_first)
+        fields = _held(out, ref_first, spec_mismatch(ref_first, eng_first))
         if fields and fields != ("block_size",):
             fields = tuple(f for f in fields if f != "block_size")
             out.add("group-spec", names, f"{label}: {_spec_detail(ref_first, eng_first, fields)}", fields)
         return
     for n in ref.names:
-        fields = spec_mismatch(ref.specs[n], eng.specs[n])
+        fields = _held(out, ref.specs[n], spec_mismatch(ref.specs[n], eng.specs[n]))
         if fields:
             out.add("layer-spec", [n], f"{n}: {_spec_detail(ref.specs[n], eng.specs[n], fields)}", fields)
 
