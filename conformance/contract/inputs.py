@@ -20,13 +20,19 @@ before the contract's enumeration, so that a finding a variation shows is witnes
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvcontract.conformance.contract.corpus import Corpus, current_corpus, distinct_tables
+from kvcontract.conformance.contract.corpus import (
+    Corpus,
+    current_corpus,
+    distinct_tables,
+    planning_classes,
+)
 from kvcontract.conformance.contract.model import Example, Law
-from kvcontract.reference import InvalidSpec, KVCacheSpec
+from kvcontract.reference import InvalidSpec, KVCacheSpec, Role, role_of
 
 CORPUS, VARIATION, SYNTHETIC = "corpus", "variation", "synthetic"
 RANK = {CORPUS: 0, VARIATION: 1, SYNTHETIC: 2, "": 3}
@@ -221,10 +227,6 @@ def count_examples(law_: Law) -> tuple[Example, ...]:
 
 
 def _count_variations(corpus: Corpus) -> Iterator[Example]:
-    import re
-
-    from kvcontract.conformance.contract.corpus import planning_classes
-
     seen: set[tuple[Any, ...]] = set()
     for table, _ in planning_classes(corpus):
         by_spec: dict[KVCacheSpec, list[str]] = {}
@@ -340,9 +342,6 @@ def position_examples(law_: Law) -> tuple[Example, ...]:
 
 
 def _positioned(corpus: Corpus) -> Iterator[Example]:
-    from kvcontract.conformance.contract.corpus import planning_classes
-    from kvcontract.reference import Role, role_of
-
     index = corpus_index()
     if index is None:
         return
