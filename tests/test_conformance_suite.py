@@ -298,7 +298,11 @@ def test_reference_snippet_machinery_passes_for_the_reference(tmp_path):
 def vllm_report() -> Report:
     if not _vllm_available():
         pytest.skip("vLLM is not installed here; scripts/setup.sh installs it")
-    return runner.run_check("vllm", profile="quick", use_default_xfails=True)
+    from kvcontract.conformance.engines.corpora import resolve
+
+    chosen = resolve("vllm")  # what `check` feeds: the corpus built by the release's model code
+    return runner.run_check("vllm", profile="quick", use_default_xfails=True,
+                            corpus=str(chosen.path) if chosen.path else None)
 
 
 @pytest.mark.slow
@@ -317,8 +321,10 @@ def test_vllm_expectations_hold_in_both_modes(vllm_report):
     # every known finding is traced to its defect; MLA merge's bare asserts are reached by real models
     assert all(r.defect and r.location for r in vllm_report.records if r.status == "xfail")
     defects = {d.id: d for d in vllm_report.defects}
-    assert defects["MLAAttentionSpec.merge:assert-only"].tier == "reachable"
-    assert {"deepseek-v3.2", "deepseek-v4"} <= set(defects["MLAAttentionSpec.merge:assert-only"].models)
+    mla_asserts = defects["MLAAttentionSpec.merge:assert"]  # one root: the -O vanishing and the raise
+    assert mla_asserts.tier == "reachable" and mla_asserts.option == "python -O"
+    assert {"DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM"} <= set(mla_asserts.models)
+    assert "DeepseekV32ForCausalLM" in mla_asserts.harm_models  # a corpus table's plan differs
 
 
 @pytest.mark.slow
@@ -344,11 +350,13 @@ def test_the_seeds_regression_is_found_despite_the_bundled_expectations(tmp_path
     report = Report.model_validate_json((tmp_path / "r.json").read_text())
     new = [r for r in report.records if r.status == "fail"]
     assert new and all("non_causal_multi_token_decode" in r.signature for r in new)
-    # one defect, in the regressed merge, reached by the DSpark target + draft table
+    # one defect, in the regressed merge; advice: vLLM 0.34.0 reads no group's merged
+    # non_causal_multi_token_decode (runtime metadata picks per invocation); no harm on a corpus table
     assert len({r.defect for r in new}) == 1
     (regressed,) = [d for d in report.defects if d.id == new[0].defect]
     assert regressed.function == "MLAAttentionSpec.merge" and regressed.status == "fail"
-    assert regressed.tier == "reachable" and "deepseek-v3+dspark" in regressed.models
+    assert regressed.category == "advice" and regressed.tier in ("reached", "latent")
+    assert regressed.latent_reason
 
 
 @pytest.mark.slow

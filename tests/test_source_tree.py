@@ -153,14 +153,15 @@ def test_check_baseline_names_the_one_new_finding_of_a_regression(tmp_path: Path
     last = head.stdout.rstrip().splitlines()[-1]
     assert last.startswith("verdict: FAIL") and "of 1 defect (D" in last and "MLAAttentionSpec.merge" in last, last
     assert sum(" NEW " in line and "MLAAttentionSpec.merge" in line for line in head.stdout.splitlines()) == 1
-    # the new findings are one defect, traced to the regressed merge and reached by a real model table
+    # the new findings are one defect, traced to the regressed merge (advice: vLLM 0.34.0 reads no
+    # group's merged non_causal_multi_token_decode; the MTP draft table reaches the merge, no harm)
     defects = json.loads((tmp_path / "head.json").read_text())["defects"]
     regressed_defects = [d for d in defects if any("non_causal_multi_token_decode" in s for s in d["signatures"])]
     assert len(regressed_defects) == 1, [d["id"] for d in regressed_defects]
     (regressed,) = regressed_defects
     assert regressed["function"] == "MLAAttentionSpec.merge", regressed
     assert regressed["location"].startswith("vllm/v1/kv_cache_interface.py:")
-    assert regressed["tier"] == "reachable" and "deepseek-v3+dspark" in regressed["models"], regressed
+    assert regressed["category"] == "advice" and regressed["tier"] in ("reached", "latent"), regressed
 
     # each new finding's repro fails on the head and passes on the base tree (its witness avoids
     # the baseline's known findings): the developer who fixes the regression sees it pass

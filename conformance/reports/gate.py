@@ -293,9 +293,8 @@ def render_console(gate: Gate, *, verbose: bool = False, limit: int = CONSOLE_LI
         lines += subject_lines(d)
     lines += defect_lines(gate, verbose=verbose)
     known = gate.known
-    if known and not verbose:
-        what = "unchanged from the baseline" if gate.delta is not None else "xfail"
-        lines += _wrap(f"known ({what}), per clause: ", _per_clause(known))
+    if known and not verbose and gate.delta is None:  # against a baseline its count is on the line above
+        lines += _wrap("known (xfail), per clause: ", _per_clause(known))
     if gate.attention:
         shown = gate.attention if verbose else gate.attention[:limit]
         lines += ["", f"needs attention ({len(gate.attention)}): status, clause [mode], signature, repro"]
