@@ -153,14 +153,21 @@ def _variations(spec: KVCacheSpec, index: CorpusIndex, wanted: dict[tuple[type, 
         for value in sorted(index.values.get(key, set()) - {current}, key=repr):
             if wanted.get(key, PER_KIND_FIELD) <= 0:
                 break
-            try:
-                other = dataclasses.replace(spec, **{f.name: value})
-            except (InvalidSpec, TypeError, ValueError):
-                continue
-            # a constructor that normalizes (an MLA page padded to its alignment) may give back the
-            # value it had, or change another field too: that is not a one-field variation
-            if [g.name for g in dataclasses.fields(spec) if getattr(spec, g.name) != getattr(other, g.name)] == [f.name]:
+            other = one_field_changed(spec, f.name, value)
+            if other is not None:
                 yield f.name, other
+
+
+def one_field_changed(spec: KVCacheSpec, name: str, value: Any) -> KVCacheSpec | None:
+    """``spec`` with field ``name`` set to ``value``; None when the kind refuses it, or when its
+    constructor normalizes (an MLA page padded to its alignment) so that the value it had comes
+    back or another field changes too: that is not a one-field variation."""
+    try:
+        other = dataclasses.replace(spec, **{name: value})
+    except (InvalidSpec, TypeError, ValueError):
+        return None
+    changed = [g.name for g in dataclasses.fields(spec) if getattr(spec, g.name) != getattr(other, g.name)]
+    return other if changed == [name] else None
 
 
 _BY_SHAPE: dict[tuple[int, str], tuple[Corpus, tuple[Example, ...]]] = {}
@@ -301,12 +308,8 @@ def _three_values(corpus: Corpus) -> Iterator[Example]:
                 others = sorted(index.values.get(key, set()) - {current, None}, key=lambda v: (-len(repr(v)), repr(v)))
                 members = [spec]
                 for value in others:
-                    try:
-                        other = dataclasses.replace(spec, **{f.name: value})
-                    except (InvalidSpec, TypeError, ValueError):
-                        continue
-                    changed = [g.name for g in dataclasses.fields(spec) if getattr(spec, g.name) != getattr(other, g.name)]
-                    if changed == [f.name] and other not in members:
+                    other = one_field_changed(spec, f.name, value)
+                    if other is not None and other not in members:
                         members.append(other)
                     if len(members) == 3:
                         break
@@ -364,13 +367,8 @@ def _positioned(corpus: Corpus) -> Iterator[Example]:
                 continue
             current = _hashable(getattr(base, f.name))
             for value in sorted(index.values.get((kind, f.name), set()) - {current}, key=repr):
-                try:
-                    other = dataclasses.replace(base, **{f.name: value})
-                except (InvalidSpec, TypeError, ValueError):
-                    continue
-                if [g.name for g in dataclasses.fields(base) if getattr(base, g.name) != getattr(other, g.name)] \
-                        == [f.name]:
-                    changed = other
+                changed = one_field_changed(base, f.name, value)
+                if changed is not None:
                     break
             if changed is not None:
                 break
