@@ -210,3 +210,14 @@ def test_the_console_lists_must_defects_reachable_first_with_one_repro_file_each
     assert files[:2] == ["defect-D01-Sink.merge-assert.py", "defect-D02-MLA.merge-mishandles.py"]
     assert (tmp_path / files[1]).read_text() == "# repro of ERROR-DETECT-1 accepted:MLAAttentionSpec:alignment\n"
     assert max(len(line) for line in rows) <= 140
+
+
+def test_a_field_without_a_role_and_a_wrong_dispatch_are_their_own_classes() -> None:
+    """The drift guard's finding is not a wrong plan, and a dispatch split is not a merge that lets
+    disagreement through: each root class says what the engine does wrong."""
+    from kvcontract.conformance.reports.defects import outcome_class
+
+    assert outcome_class({"outcome": "unclassified"}) == "unclassified"
+    assert outcome_class({"outcome": "split-differs", "function": "MLACommonMetadataBuilder.build"}) == \
+        "wrong-dispatch"
+    assert outcome_class({"outcome": "plan-differs-groups", "function": "get_kv_cache_groups"}) == "wrong-plan"

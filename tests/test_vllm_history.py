@@ -12,6 +12,7 @@ import pytest
 
 from kvcontract.conformance.reports.releases import environments, reviews
 from kvcontract.conformance.reports.releases import history as history_mod
+from kvcontract.conformance.reports.releases.defect_history import defect_rows
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -89,13 +90,6 @@ reason = "the kit stopped drawing the flag"
     born, fixed, _ = reviews.reviewed(rows, reviews.load_reviews(reviews_dir))
     assert sorted(rows[i]["signature"] for i in born) == ["accepted:RSWASpec:x", "accepted:RSWASpec:y"]
     assert [rows[i]["clause"] for i in fixed] == ["MERGE-UNION-1"]
-    index = {"checked": versions, "date": "2031-01-01", "command": "c", "profile": "quick", "seed": 0,
-             "envs": {}, "timings_s": {}, "first_note": "n"}
-    text = history_mod.render(index, reports, reviews.load_reviews(reviews_dir))
-    assert "### 0.2.0 (compared with 0.1.0)" in text
-    assert '| <a id="review-0-2-0-1"></a>born #1 | `ERROR-DETECT-1` | `accepted:RSWASpec:*` | defect | 2 |' in text
-    assert "| `ERROR-DETECT-1` | `accepted:RSWASpec:y` | 0.2.0 | 0.3.0 | 0.2.0 | [0.2.0 born #1](#review-0-2-0-1) |" \
-        in text
 
 
 def test_a_review_without_a_verdict_is_refused(tmp_path: Path) -> None:
@@ -137,13 +131,63 @@ def test_committed_history_renders_from_its_reports() -> None:
         history_mod.history(list(index["checked"]), loaded)
 
 
-REVIEWED = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
+def defect(defect_id: str, category: str = "must", tier: str = "latent", clauses: str = "['ERROR-TYPE-1']",
+           models: list[str] | None = None) -> dict[str, Any]:
+    return {"id": defect_id, "category": category, "level": "MUST" if category != "advice" else "SHOULD",
+            "tier": tier, "clauses": clauses, "harm_models": models or [], "option": "python -O" if models else "",
+            "location": f"vllm/x.py:{len(defect_id)}", "function": defect_id.split(":")[0], "summary": "s"}
 
 
-def test_committed_reviews_explain_every_finding_born_or_fixed_in_0_28_to_0_34() -> None:
-    """Issue 15: each first-bad entry for 0.28.0-0.34.0 is reviewed against that release's
-    source, and so is each fix; none is the kit's own mistake."""
-    if not (REPO / "docs" / "vllm-history" / "findings.json").exists():
+def defect_report(version: str, judged: tuple[str, ...], *defects: dict[str, Any]) -> dict[str, Any]:
+    return {"engine_version": version, "summary": {"counts": {}}, "defects": list(defects), "tables": ["T"],
+            "records": [{"clause": c, "mode": "normal", "status": "fail", "signature": "", "message": ""}
+                        for c in judged]}
+
+
+def test_defect_history_first_bad_gone_in_and_reach() -> None:
+    """Issue 40 item 3: per defect, the releases that have it, first bad, gone in, and where a
+    corpus model of the release shows its harm; a release that did not judge its clauses does
+    not make it gone."""
+    versions = ["0.1.0", "0.2.0", "0.3.0", "0.4.0"]
+    reports = {
+        "0.1.0": defect_report("0.1.0", ("ERROR-TYPE-1",)),
+        "0.2.0": defect_report("0.2.0", ("ERROR-TYPE-1",), defect("F.merge:assert"),
+                               defect("G.merge:message-omits", "advice")),
+        "0.3.0": defect_report("0.3.0", ("ERROR-TYPE-1",), defect("F.merge:assert", tier="reachable",
+                                                                  models=["M1", "M2"])),
+        "0.4.0": defect_report("0.4.0", ()),  # judged nothing: not a fix
+    }
+    rows = {r["id"]: r for r in defect_rows(versions, reports)}
+    f = rows["F.merge:assert"]
+    assert (f["first_bad"], f["gone_in"], f["releases"]) == ("0.2.0", None, ["0.2.0", "0.3.0"])
+    assert f["reachable"] == {"0.3.0": {"model": "M1", "models": 2, "option": "python -O"}}
+    assert f["marks"] == {"0.2.0": "latent", "0.3.0": "reachable", "0.4.0": "not judged"}
+    g = rows["G.merge:message-omits"]
+    assert (g["first_bad"], g["gone_in"], g["ever_must"]) == ("0.2.0", "0.3.0", False)
+    assert [r["id"] for r in defect_rows(versions, reports)][0] == "F.merge:assert"  # MUST, reachable first
+    index = {"checked": versions, "date": "2031-01-01", "command": "c", "profile": "default", "seed": 0,
+             "envs": {}, "timings_s": {}, "first_note": "n"}
+    text = history_mod.render(index, reports)
+    assert "| `F.merge:assert` | 0.2.0 | — | 0.2.0–0.3.0 | 0.3.0: M1 (python -O) | `vllm/x.py:14` |" in text
+    assert "| `F.merge:assert` | · | L | **R** | – |" in text
+    assert "| `G.merge:message-omits` | · | a | · | – |" in text
+    assert "signatures" not in text.split("## Other defects")[0].lower().replace("signature)", "")
+    block = history_mod.render_readme_block(index, reports)
+    assert "`F.merge:assert`: present since 0.2.0 (of those checked), reachable by a corpus model since 0.3.0" \
+        not in block  # not reachable in the newest release checked (0.4.0 judged nothing)
+    reports["0.4.0"] = defect_report("0.4.0", ("ERROR-TYPE-1",), defect("F.merge:assert", tier="reachable",
+                                                                        models=["M3"]))
+    block = history_mod.render_readme_block(index, reports)
+    assert "`F.merge:assert`: present since 0.2.0 (of those checked), reachable by a corpus model since 0.3.0" \
+        in block
+
+
+def test_committed_history_tells_the_readme() -> None:
+    """The README's account of the history is the block the committed reports render."""
+    reports = REPO / "docs" / "vllm-history" / "reports"
+    if not (reports / "index.json").exists():
         pytest.skip("no generated history")
-    assert reviews.check_reviews(list(REVIEWED)) == []
-    assert set(REVIEWED) <= set(reviews.load_reviews())
+    index, loaded = history_mod.load_reports(reports)
+    assert history_mod.render_readme_block(index, loaded) in (REPO / "README.md").read_text()
+    assert json.loads((REPO / "docs" / "vllm-history" / "defects.json").read_text()) == \
+        defect_rows(list(index["checked"]), loaded)

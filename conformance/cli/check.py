@@ -211,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
         if args.sarif:
             _write_partial_sarif(exc.report, args.sarif, baseline, args.baseline)
         return code
+    if corpus.warning:
+        report.warnings.append(corpus.warning)
     report.warnings += expectation_warnings(report)
     for warning in report.warnings:
         print(f"WARNING: {warning}", file=sys.stderr, flush=True)

@@ -43,6 +43,9 @@ class Chosen:
 
     path: Path | None
     how: str
+    warning: str = ""
+    """Set where the run is fed less than it should be (the engine's own corpus could not be built):
+    the check's report carries it."""
 
 
 def resolve(engine_name: str, option: str = "auto", tables: Sequence[str] = (), *,
@@ -110,9 +113,12 @@ def _base(engine_name: str, option: str, progress: Callable[[str], None] | None)
     try:
         path = vllm_corpus.build_and_keep(ident, env=env, progress=each)
     except Exception as exc:  # noqa: BLE001 - a corpus that cannot be built: the run goes on without
-        say(f"[corpus] the corpus could not be built ({type(exc).__name__}: {exc}); "
-            f"using the pinned vLLM {vllm_corpus.PINNED_RELEASE}'s")
-        return _pinned(vllm_corpus, f"the pinned vLLM {vllm_corpus.PINNED_RELEASE}'s (build failed)")
+        # Not another release's corpus: its tables are models this engine may not have, so its
+        # "reachable" claims would rest on someone else's code.
+        why = (f"the corpus of {name} {ident.release} could not be built from its model code "
+               f"({type(exc).__name__}: {exc}); checked without a corpus: no defect can be shown reachable")
+        say(f"[corpus] {why}")
+        return Chosen(None, "none (the build failed)", warning=why)
     return Chosen(path, f"built now from {name} {ident.release}'s model code (cached)")
 
 

@@ -51,6 +51,8 @@ OUTCOME_CLASSES: dict[str, str] = {
     "uniform-false": "rejects-agreement",
     "per-member-mixed-manager": "mishandles",
     "per-member-mixed-type": "mishandles",
+    "unclassified": "unclassified",
+    "split-differs": "wrong-dispatch",
 }
 """A wrong answer's signature outcome -> its defect class (what the deciding function gets wrong);
 every other wrong answer (chapter PLAN's outcomes) is ``wrong-plan``."""
@@ -65,6 +67,8 @@ _SUMMARIES: dict[str, str] = {
     PLAN_OUTCOME: "plans groups, blocks or tensors the PLAN chapter forbids",
     "advisory-mishandles": "lets an advisory field disagree or builds a wrong advisory value (nothing reads it)",
     "advisory-rejects-agreement": "rejects members that differ only in an advisory field",
+    "unclassified": "has a spec field the contract gives no role (the drift guard, ROLE-COVER-1)",
+    "wrong-dispatch": "dispatches a batch (causal or not, split or not) other than the contract says",
 }
 ADVISORY_CLASSES = frozenset({"mishandles", "rejects-agreement"})
 """Wrong-answer classes that a SHOULD finding makes a defect of its own (``advisory-*``)."""

@@ -17,6 +17,8 @@ SHORT: dict[str, str] = {
     "mishandles": "lets disagreement through",
     "rejects-agreement": "rejects agreeing members",
     "wrong-plan": "wrong plan",
+    "unclassified": "field without a role",
+    "wrong-dispatch": "wrong dispatch",
 }
 """The root classes as the console's defects table says them."""
 CATEGORY_WORDS = {"must": "MUST", "synthetic": "synthetic input", "advice": "advice"}

@@ -52,6 +52,10 @@ def run_check(version: str, python: str, env_dir: Path, profile: str, seed: int,
     witnesses); the report, or None and why there is none."""
     cmd = [python, "-m", "kvcontract", "check", "--engine", "vllm", "--engine-path", str(env_dir / "tree"),
            "--no-xfails", "--profile", profile, "--seed", str(seed), "--json", str(target), "--quiet"]
+    from kvcontract.conformance.engines.vllm.corpus import shipped_path
+
+    if shipped_path(version).is_file():  # built from this release's wheel, whose Python files the tree is
+        cmd += ["--corpus", str(shipped_path(version))]
     log = target.with_suffix(".log")
     target.unlink(missing_ok=True)
     with log.open("w") as handle:

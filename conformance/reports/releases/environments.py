@@ -85,8 +85,10 @@ def wheel_for(version: str, python: str) -> Path:
 
 
 def unpack_tree(wheel: Path, tree: Path) -> None:
-    """The wheel's ``vllm/`` package without compiled code, into ``tree`` (atomically)."""
+    """The wheel's ``vllm/`` package without compiled code, into ``tree`` (atomically), and beside
+    it the list of the compiled extensions left out (the corpus build stands in for them)."""
     if (tree / "vllm" / "__init__.py").exists():
+        list_compiled(wheel, tree)
         return
     partial = tree.with_name(tree.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -95,6 +97,18 @@ def unpack_tree(wheel: Path, tree: Path) -> None:
         whl.extractall(partial, members)
     shutil.rmtree(tree, ignore_errors=True)
     partial.rename(tree)
+    list_compiled(wheel, tree)
+
+
+def list_compiled(wheel: Path, tree: Path) -> None:
+    from kvcontract.conformance.engines.vllm.corpus.standin import COMPILED_LIST
+
+    target = tree / COMPILED_LIST.format(package="vllm")
+    if target.exists():
+        return
+    with zipfile.ZipFile(wheel) as whl:
+        names = sorted(m.removeprefix("vllm/") for m in whl.namelist() if m.startswith("vllm/") and m.endswith(".so"))
+    target.write_text("".join(f"{n}\n" for n in names))
 
 
 def requirements_of(wheel: Path) -> dict[str, str]:
@@ -235,6 +249,9 @@ def build_env(version: str, python: str, root: Path) -> dict[str, Any]:
     if state_file.exists():
         state: dict[str, Any] = json.loads(state_file.read_text())
         if state.get("ok"):
+            found = sorted(WHEELS.glob(f"vllm-{version}-*.whl"))
+            if found and (env_dir / "tree" / "vllm").is_dir():
+                list_compiled(found[0], env_dir / "tree")  # trees unpacked before the list was kept
             return state
     start = time.monotonic()
     wheel = wheel_for(version, python)

@@ -96,16 +96,27 @@ nothing allocated on the meta device): a backend's ``__init__`` sizes work by th
 units, and the loader frees and reports memory after (dummy) weights."""
 
 
+COMPILED_LIST = "{package}.compiled-extensions"
+"""Beside a source tree's package: the compiled extensions its wheel ships and the tree leaves
+out (``scripts/vllm_history.py``'s trees), so the corpus build stands in for them too."""
+
+
 class StandInError(RuntimeError):
     """The release cannot be given its stand-ins (a layout this module does not know)."""
 
 
 class _CompiledExtensions(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Empty modules for the compiled extensions the package ships (``<name>*.so``)."""
+    """Empty modules for the compiled extensions the package ships (``<name>*.so``), and for those
+    a source tree unpacked without its compiled code lists beside the package
+    (:data:`COMPILED_LIST`: one ``.so`` path per line, relative to the package)."""
 
     def __init__(self, package: str, root: Path) -> None:
         self.package = package
         self.names = {_module_name(package, root, so) for so in root.rglob("*.so")}
+        listed = root.parent / COMPILED_LIST.format(package=package)
+        if listed.is_file():
+            self.names |= {_module_name(package, root, root / line.strip())
+                           for line in listed.read_text().splitlines() if line.strip().endswith(".so")}
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname in self.names:
