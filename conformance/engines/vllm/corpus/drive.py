@@ -232,7 +232,7 @@ def build(arch: str, *, cache_dtype: str = "auto", draft: Any = None,
             # the loader's own steps (BaseModelLoader.load_model), less the weights
             loader = get_model_loader(vllm_config.load_config)
             with set_default_torch_dtype(model_config.dtype), standin.model_init():
-                model = loader.create_model(vllm_config=vllm_config, model_config=model_config)
+                model = _create_model(loader, vllm_config, model_config)
                 if draft is not None:
                     _load_speculator(vllm_config, model)
             current_platform.update_block_size_for_backend(vllm_config)
@@ -267,3 +267,13 @@ def _plain(value: Any) -> Any:
 
 
 __all__ = ["NotBuildable", "build", "model_module", "reason"]
+
+
+def _create_model(loader: Any, vllm_config: Any, model_config: Any) -> Any:
+    """The loader's model creation, less the weights: ``create_model`` where the release's
+    loader has one, else the ``initialize_model`` its ``load_model`` calls (releases before it)."""
+    if hasattr(loader, "create_model"):
+        return loader.create_model(vllm_config=vllm_config, model_config=model_config)
+    from vllm.model_executor.model_loader.utils import initialize_model
+
+    return initialize_model(vllm_config=vllm_config, model_config=model_config)
