@@ -124,10 +124,10 @@ def _checkpoint(config: Any) -> Iterator[str]:
 
 def _configs(folder: str, choice: configs.ConfigChoice, cache_dtype: str,
              speculative: dict[str, Any] | None = None, tensor_parallel_size: int = 1) -> Any:
+    import vllm.config
     from vllm.config import (
         CacheConfig,
         DeviceConfig,
-        KernelConfig,
         LoadConfig,
         ModelConfig,
         ParallelConfig,
@@ -145,11 +145,12 @@ def _configs(folder: str, choice: configs.ConfigChoice, cache_dtype: str,
     if speculative is not None:  # as EngineArgs.create_speculative_config makes it
         speculative_config = SpeculativeConfig(**speculative, target_model_config=model_config,
                                                target_parallel_config=parallel_config)
+    kernel = getattr(vllm.config, "KernelConfig", None)  # a release before it has no kernel settings
+    extra = {"kernel_config": kernel(**KERNEL_CONFIG)} if kernel is not None else {}
     return VllmConfig(model_config=model_config, cache_config=CacheConfig(cache_dtype=cache_dtype),
                       parallel_config=parallel_config, speculative_config=speculative_config,
                       load_config=LoadConfig(load_format="dummy"),
-                      device_config=DeviceConfig(device="cuda"),
-                      kernel_config=KernelConfig(**KERNEL_CONFIG))
+                      device_config=DeviceConfig(device="cuda"), **extra)
 
 
 def _load_speculator(vllm_config: Any, model: Any) -> None:
@@ -166,13 +167,17 @@ def _load_speculator(vllm_config: Any, model: Any) -> None:
         speculator.load_model(model)
 
 
-def _layout(vllm_config: Any, specs: dict[str, Any]) -> str:
-    """The layout the engine core resolves from the backends' supported layouts."""
-    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
-    from vllm.v1.attention.backends.utils import (
-        get_supported_kv_cache_layouts,
-        resolve_kv_cache_layout,
-    )
+def _layout(vllm_config: Any, specs: dict[str, Any]) -> str | None:
+    """The layout the engine core resolves from the backends' supported layouts (None: the
+    release resolves none, as the planner adapter plans it: without one)."""
+    try:
+        from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+        from vllm.v1.attention.backends.utils import (
+            get_supported_kv_cache_layouts,
+            resolve_kv_cache_layout,
+        )
+    except ImportError:
+        return None
 
     supported = [layout.name for layout in
                  get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))]
