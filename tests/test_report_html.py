@@ -313,8 +313,26 @@ def test_history_rows_of_a_defect() -> None:
     row = data.rows[0]
     found = history.for_defect(data, [row["clause"]], [row["signature"]])
     assert found["rows"] >= 1 and found["first"] == row["first_bad"]
-    assert history.for_defect(data, ["X"], ["y"]) == {"rows": 0}
+    assert history.for_defect(data, ["X"], ["y"]) == {"rows": 0, "defect": None}
     assert data.date and data.releases == sorted(data.releases, key=history.version_key)
+
+
+def test_the_history_told_in_defects(tmp_path: Path) -> None:
+    """Issue 40 item 3: beside the findings, the history in defects: each defect of the report finds
+    its own row (first bad, gone in, reachable in) and the section lists the MUST defects."""
+    data = history.read_history(HISTORY)
+    if not data.defects:
+        pytest.skip("the committed history has no defects.json")
+    must = [d for d in data.defects if d["ever_must"]]
+    assert must, "no MUST defect in the committed history"
+    found = history.for_defect(data, [], [], must[0]["id"])
+    assert found["defect"]["first_bad"] == must[0]["first_bad"]
+    out = tmp_path / "h.html"
+    assert cli.main(["report", str(FIXTURE), "--out", str(out), "--history", str(HISTORY)]) == 0
+    section = html.unescape(out.read_text(encoding="utf-8"))
+    section = section[section.index('id="history"'):section.index('id="reading"')]
+    assert "MUST defects, release by release" in section
+    assert all(f'<td class="mono">{d["id"]}</td>' in section for d in must)
 
 
 def test_kept_plans_draw_without_the_corpus(rendered: tuple[Path, str, Path], tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ row per finding (clause x signature) with the releases that have it, ``first_bad
 ``fixed_in``; its ``reports/index.json`` beside it says when and how it was made. A dict with a
 ``findings`` list (and optionally ``date``, ``checked``, ``command``, ``engine``) is read the same
 way. The section says which releases it covers, how old it is, and that its rows are findings,
-not defects; each defect of the report is matched to the rows of its signatures.
+not defects; each defect of the report is matched to the rows of its signatures, and to its own
+row where ``defects.json`` (the history told in defects) lies beside the data.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class History:
     command: str = ""
     engine: str = "vllm"
     notes: list[str] = field(default_factory=list)
+    defects: list[dict[str, Any]] = field(default_factory=list)
+    """The history told in defects (``defects.json`` beside the findings, when there): per defect
+    id, the releases that have it, first bad, gone in, reachable in."""
 
     def age_days(self, today: dt.date | None = None) -> int | None:
         try:
@@ -76,8 +80,17 @@ def read_history(path: str | Path) -> History:
         date = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).date().isoformat()
         how = "the file's modification time (the data records no date)"
     shown = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
+    defects: list[dict[str, Any]] = []
+    beside = path.parent / "defects.json"
+    if beside.is_file():
+        try:
+            loaded = json.loads(beside.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            loaded = []
+        defects = [d for d in loaded if isinstance(d, dict) and "id" in d and "releases" in d] \
+            if isinstance(loaded, list) else []
     return History(shown, list(data), releases, date, how, str(meta.get("command") or ""),
-                   str(meta.get("engine") or "vllm"))
+                   str(meta.get("engine") or "vllm"), defects=defects)
 
 
 def per_release(history: History) -> list[dict[str, Any]]:
@@ -91,18 +104,22 @@ def per_release(history: History) -> list[dict[str, Any]]:
     return out
 
 
-def for_defect(history: History, clauses: Sequence[str], signatures: Sequence[str]) -> dict[str, Any]:
+def for_defect(history: History, clauses: Sequence[str], signatures: Sequence[str],
+               defect_id: str = "") -> dict[str, Any]:
     """The history's rows of one defect's findings (its clauses x signatures): how many, the first
-    release any was seen in, the releases that have any, and whether one is still present."""
+    release any was seen in, the releases that have any, and whether one is still present; and
+    the defect's own row where the history is told in defects (``defect``)."""
     wanted, clause_set = set(signatures), set(clauses)
     rows = [r for r in history.rows if r.get("signature") in wanted and r.get("clause") in clause_set]
+    own = next((d for d in history.defects if d.get("id") == defect_id), None) if defect_id else None
     if not rows:
-        return {"rows": 0}
+        return {"rows": 0, "defect": own}
     firsts = sorted({str(r["first_bad"]) for r in rows if r.get("first_bad")}, key=version_key)
     seen = sorted({str(v) for r in rows for v in r.get("releases", [])}, key=version_key)
     return {"rows": len(rows), "first": firsts[0] if firsts else "", "releases": seen,
             "open": sum(not r.get("fixed_in") for r in rows),
-            "fixed": sorted({str(r["fixed_in"]) for r in rows if r.get("fixed_in")}, key=version_key)}
+            "fixed": sorted({str(r["fixed_in"]) for r in rows if r.get("fixed_in")}, key=version_key),
+            "defect": own}
 
 
 def chart(history: History) -> str:

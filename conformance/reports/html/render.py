@@ -131,7 +131,7 @@ def _defects(report: Report, anchors: Anchors, plan_anchor: Mapping[str, str], h
                     "category_short": CATEGORY_WORDS.get(d.category, d.category),
                     "what": short_outcome(d.outcome), "excerpt": lines,
                     "harm_links": _first_distinct(harm_links), "reach_links": _first_distinct(reach_links),
-                    "history": for_defect(history, d.clauses, d.signatures) if history is not None else None})
+                    "history": for_defect(history, d.clauses, d.signatures, d.id) if history is not None else None})
     return out
 
 
