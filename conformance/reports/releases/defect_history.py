@@ -142,6 +142,8 @@ def render_rows(rows: Sequence[Mapping[str, Any]], versions: Sequence[str]) -> l
             first = next(iter(reach))
             option = f" ({reach[first]['option']})" if reach[first]["option"] else ""
             reach_text = f"{span(list(reach), versions)}: {reach[first]['model']}{option}"
+        elif reached := [v for v in row["releases"] if row["marks"].get(v) == "reached"]:
+            reach_text = f"none; reached with no harm in {span(reached, versions)}"
         else:
             reach_text = "no corpus model"
         table.append([f"`{row['id']}`", row["first_bad"], row["gone_in"] or "—", span(row["releases"], versions),
