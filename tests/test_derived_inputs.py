@@ -99,3 +99,34 @@ def test_corpus_examples_are_fed_as_the_engine_can_hold_them() -> None:
     assert held(Example(table=(("m", mamba),))) is None
     ex = Example(table=(("a", full),))
     assert execution.as_engine_holds(ReferenceEngine())(ex) is ex
+
+
+def test_the_contract_s_own_examples_do_not_vary_a_field_the_engine_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older release without ``dcp_sharded``: no example of the systematic or random phase moves
+    it (the engine cannot hold a layer apart by it; the reference would split by it)."""
+    import dataclasses
+
+    from kvcontract.conformance.engines.reference import ReferenceEngine
+    from kvcontract.reference import SPEC_KINDS
+
+    class Older(ReferenceEngine):
+        def unsupported_fields(self, kind: type) -> frozenset[str]:
+            return frozenset({"dcp_sharded"}) if "dcp_sharded" in {f.name for f in dataclasses.fields(kind)} \
+                else frozenset()
+
+    defaults = {k: next(f.default for f in dataclasses.fields(k) if f.name == "dcp_sharded")
+                for k in SPEC_KINDS if "dcp_sharded" in {f.name for f in dataclasses.fields(k)}}
+    seen: list[tuple[str, object]] = []
+    judge = execution._Findings.judge
+
+    def spy(self, engine, law_, ex, phase, *args, **kwargs):  # type: ignore[no-untyped-def]
+        specs = list(ex.specs) + [s for _, s in ex.table]
+        seen.extend((phase, s) for s in specs)
+        return judge(self, engine, law_, ex, phase, *args, **kwargs)
+
+    monkeypatch.setattr(execution._Findings, "judge", spy)
+    execution.run_law(Older(), law("GROUP-PARTITION-1"), "quick", 0, None)
+    phases = {p for p, _ in seen}
+    assert "systematic" in phases, phases
+    moved = [(p, s) for p, s in seen if type(s) in defaults and s.dcp_sharded != defaults[type(s)]]
+    assert not moved, moved[:3]

@@ -255,8 +255,11 @@ def _random_phase(engine: Engine, law_: Law, examples: int, seed_value: int, fin
                   emit: Emit | None) -> list[str]:
     """Search without stopping at a finding; returns the signatures it found first."""
     before = set(findings.found)
+    held = as_engine_holds(engine)
     for ex in drawn_examples(law_, domain_of(engine), examples, seed_value):
-        findings.judge(engine, law_, ex, "random", emit, example_facts(ex))
+        as_held = held(ex)
+        if as_held is not None:
+            findings.judge(engine, law_, as_held, "random", emit, example_facts(as_held))
     return [s for s in findings.found if s not in before]
 
 
@@ -335,7 +338,9 @@ def as_engine_holds(engine: Engine) -> Any:
     release's (a fork or a plugin is fed the pinned vLLM's): a field the engine's classes lack is
     set to its default, as the engine would leave it; an example with a kind the engine lacks, or
     whose one changed field is one it lacks (its members would no longer differ), is left out.
-    The engine's own release loses nothing (it lacks no field of its corpus)."""
+    The engine's own release loses nothing (it lacks no field of its corpus). The contract's own
+    examples (systematic, random) pass through it too: a release older than a field cannot hold a
+    layer apart by it, and the reference would plan that layer apart."""
     held = _HOLDS.get(id(engine))
     if held is not None and held[0] is engine:
         return held[1]
@@ -421,7 +426,10 @@ def run_law(engine: Engine, law_: Law, profile: str, seed_value: int,
                     findings.judge(engine, law_, as_held, phase, emit, example_facts(as_held))
         if law_.systematic is not None:
             for ex in systematic_examples(law_, domain):
-                findings.judge(engine, law_, ex, "systematic", emit, example_facts(ex))
+                # a field the engine lacks is no more varied here than in the corpus's examples
+                as_held = held(ex)
+                if as_held is not None:
+                    findings.judge(engine, law_, as_held, "systematic", emit, example_facts(as_held))
         if law_.engine_examples is not None:
             for ex in law_.engine_examples(engine):
                 findings.judge(engine, law_, ex, "systematic", emit)
