@@ -191,3 +191,20 @@ def test_committed_history_tells_the_readme() -> None:
     assert history_mod.render_readme_block(index, loaded) in (REPO / "README.md").read_text()
     assert json.loads((REPO / "docs" / "vllm-history" / "defects.json").read_text()) == \
         defect_rows(list(index["checked"]), loaded)
+
+
+def test_a_check_this_kit_made_is_taken_not_run_again(tmp_path: Path) -> None:
+    """The history and the matrix share a release's check at (profile, seed): a report stamped with
+    this kit's source digest is taken; another kit's, or another seed's, is run again."""
+    from kvcontract.conformance.reports.releases import checks
+    from kvcontract.reports import kit_digest
+
+    target = checks.check_path(tmp_path, "default", 0)
+    assert target.name == "check-default-seed0.json"
+    target.write_text(json.dumps({"engine_version": "9.9.9", "profile": "default", "seed": 0, "records": []}))
+    target.with_suffix(".kit").write_text(kit_digest() + "\n")
+    report, why = checks.run_check("9.9.9", "/nonexistent/python", tmp_path, "default", 0)
+    assert report is not None and report["engine_version"] == "9.9.9" and why == ""
+    target.with_suffix(".kit").write_text("another-kit\n")
+    with pytest.raises(FileNotFoundError):  # not taken: the check is run (here with no interpreter)
+        checks.run_check("9.9.9", "/nonexistent/python", tmp_path, "default", 0)

@@ -46,10 +46,38 @@ def adapter_shape(python: str, env_dir: Path) -> dict[str, Any]:
 
 
 
+def check_path(env_dir: Path, profile: str, seed: int) -> Path:
+    """Where a release's check at (profile, seed) keeps its full report: one file the history and
+    the matrix share, so the one run later takes the other's check of this kit."""
+    return env_dir / f"check-{profile}-seed{seed}.json"
+
+
+def _reusable(target: Path, version: str, profile: str, seed: int) -> dict[str, Any] | None:
+    """The report at ``target`` if this kit (same source digest) checked this release at (profile, seed)."""
+    from kvcontract.reports import kit_digest
+
+    stamp = target.with_suffix(".kit")
+    if not (target.is_file() and stamp.is_file()) or stamp.read_text().strip() != kit_digest():
+        return None
+    try:
+        report: dict[str, Any] = json.loads(target.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    same = (report.get("engine_version"), report.get("profile"), report.get("seed")) == (version, profile, seed)
+    return report if same else None
+
+
 def run_check(version: str, python: str, env_dir: Path, profile: str, seed: int,
-              target: Path) -> tuple[dict[str, Any] | None, str]:
-    """``kvcontract check`` of the release's tree into ``target`` (the full report: snippets and
-    witnesses); the report, or None and why there is none."""
+              target: Path | None = None) -> tuple[dict[str, Any] | None, str]:
+    """``kvcontract check`` of the release's tree into ``target`` (default :func:`check_path`: the
+    full report, snippets and witnesses, stamped with the kit's source digest); the report, or None
+    and why there is none. A report this kit already made there is taken, not run again."""
+    from kvcontract.reports import kit_digest
+
+    target = target or check_path(env_dir, profile, seed)
+    kept = _reusable(target, version, profile, seed)
+    if kept is not None:
+        return kept, ""
     cmd = [python, "-m", "kvcontract", "check", "--engine", "vllm", "--engine-path", str(env_dir / "tree"),
            "--no-xfails", "--profile", profile, "--seed", str(seed), "--json", str(target), "--quiet"]
     from kvcontract.conformance.engines.vllm.corpus import shipped_path
@@ -66,6 +94,7 @@ def run_check(version: str, python: str, env_dir: Path, profile: str, seed: int,
     report: dict[str, Any] = json.loads(target.read_text())
     if report.get("engine_version") != version:
         return None, f"the check imported vllm {report.get('engine_version')}, not {version}"
+    target.with_suffix(".kit").write_text(kit_digest() + "\n")
     return report, ""
 
 
@@ -75,7 +104,7 @@ SLIM_MESSAGE = 240
 
 def slim(report: Mapping[str, Any]) -> dict[str, Any]:
     """The report as the history keeps it: header, summary and each record's identity and
-    message (repro snippets and witnesses stay in ``<env>/check.json``; re-run the
+    message (repro snippets and witnesses stay in ``<env>/check-<profile>-seed<S>.json``; re-run the
     release's check to get them)."""
     out = {k: v for k, v in report.items() if k not in ("records", "clauses", "coverage", "engine_log")}
     out["records"] = [{**{k: r[k] for k in SLIM_RECORD if k in r},

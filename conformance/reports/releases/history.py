@@ -76,7 +76,7 @@ def check_release(version: str, python: str, root: Path, profile: str, seed: int
         return out
     env_dir = root / f"vllm-{version}"
     out["adapter"] = adapter_shape(python, env_dir)
-    report, problem = run_check(version, python, env_dir, profile, seed, env_dir / "check.json")
+    report, problem = run_check(version, python, env_dir, profile, seed)
     out["check_s"] = round(time.monotonic() - built, 1)
     if report is None:
         out["skipped"] = problem

@@ -11,7 +11,8 @@ mode x signature. The matrix keeps, per release:
 
 - ``docs/vllm-matrix/reports/<release>.json``: the first seed's report, slimmed as the
   history keeps it (identity and message of every record; the full report with
-  snippets and witnesses stays in ``<env>/matrix-seed<S>.json``);
+  snippets and witnesses stays in ``<env>/check-<profile>-seed<S>.json``, which the history
+  shares: a check this kit already made is taken, not run again);
 - in ``docs/vllm-matrix/reports/index.json``: per seed, the number of findings, a
   digest of their sorted keys and the check's wall time; and every finding that some
   seed has and another lacks (an unstable verdict).
@@ -92,7 +93,7 @@ def check_seed(version: str, seed: int, python: str, root: Path, profile: str) -
     """One (release, seed) check; runs in a pool process. The environment is built already."""
     env_dir = root / f"vllm-{version}"
     start = time.monotonic()
-    report, problem = run_check(version, python, env_dir, profile, seed, env_dir / f"matrix-seed{seed}.json")
+    report, problem = run_check(version, python, env_dir, profile, seed)
     out: dict[str, Any] = {"version": version, "seed": seed}
     if report is None:
         out["skipped"] = problem
@@ -195,7 +196,7 @@ def render(index: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]) -
         "- A **finding** is clause x mode x signature: a record whose status is fail, xfail or "
         "error. The signature says what went wrong in engine terms (`outcome:Kind+Kind:field`). "
         "Every distinct finding is listed; the repro snippet of each is in the full report "
-        "(`--json`) of the check above, kept at `<env-root>/vllm-<release>/matrix-seed<S>.json`.",
+        "(`--json`) of the check above, kept at `<env-root>/vllm-<release>/check-<profile>-seed<S>.json`.",
         f"- **Seeds agree**: the set of findings is identical at every seed ({', '.join(seeds)}); "
         "else the findings that differ are listed under *Unstable verdicts*.",
         "- CI checks only the pinned release (0.34.0) against its expectation file; this matrix "
