@@ -256,7 +256,7 @@ def render_readme_block(index: Mapping[str, Any], reports: Mapping[str, Mapping[
                      f"model since {next(iter(reach))}.")
     if gone:
         lines.append(f"- {len(gone)} MUST defect(s) of earlier releases are gone by {newest}: "
-                     + ", ".join(f"`{r['id']}` ({r['first_bad']}–, gone in {r['gone_in']})" for r in gone[:3])
+                     + ", ".join(f"`{r['id']}` (from {r['first_bad']}, gone in {r['gone_in']})" for r in gone[:3])
                      + (f" and {len(gone) - 3} more." if len(gone) > 3 else "."))
     lines.append(README_END)
     return "\n".join(lines)

@@ -131,7 +131,7 @@ def run(versions: Sequence[str], seeds: Sequence[int], python: str, root: Path, 
         for v, prepared in zip(versions, pool.map(prepare, versions, [python] * len(versions),
                                                    [root] * len(versions)), strict=True):
             results[v].update({k: prepared[k] for k in ("env", "adapter", "skipped") if k in prepared})
-        todo = [(v, s) for v in versions for s in seeds
+        todo = [(v, s) for s in seeds for v in versions  # every release's first seed first: the history's checks
                 if "skipped" not in results[v] and str(s) not in reuse.get(v, {})]
         for v in versions:
             results[v]["seeds"].update(reuse.get(v, {}))
