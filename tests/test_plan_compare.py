@@ -219,3 +219,18 @@ def test_a_field_the_engine_lacks_is_not_judged() -> None:
 
     assert [d.what for d in compare(_reference(), answer, table=TABLE)] == ["group-spec"]
     assert compare(_reference(), answer, Lacking(), table=TABLE) == []
+
+
+def test_empty_tensors_are_not_placed() -> None:
+    """A budget that fits no block: both plans hold every layer in an empty tensor, whose first
+    byte holds nothing; where it is said to start is no difference (aphrodite 0.24.1's and vLLM
+    0.29-0.31's offsets for such tensors were reported as a wrong plan)."""
+    empty = reference.plan(dict(TABLE), 1)
+    planned = plan_of(empty)
+    assert planned.num_blocks == 0
+    first, *others = planned.tensors
+    moved = dataclasses.replace(first, offset=(first.offset or 0) + 4096)
+    assert compare(empty, dataclasses.replace(planned, tensors=(moved, *others)), table=TABLE) == []
+    assert compare(_reference(), _engine(tensors=(dataclasses.replace(plan_of(_reference()).tensors[0],
+                                                                      offset=4096),
+                                                  *plan_of(_reference()).tensors[1:])), table=TABLE) != []
