@@ -58,11 +58,13 @@ def cache_dir() -> Path | None:
 _KIT_DIGEST: list[str] = []
 
 
-def kit_digest() -> str:
-    """A digest of the kit's own Python source, once per process: what the kit keeps in its cache
-    from its own work (shared examples, a parsed corpus) is kept per digest."""
-    if _KIT_DIGEST:
+def kit_digest(fresh: bool = False) -> str:
+    """A digest of the kit's own Python source, once per process (``fresh``: read again, for a
+    long-lived process that stamps what others made): what the kit keeps in its cache from its
+    own work (shared examples, a parsed corpus) is kept per digest."""
+    if _KIT_DIGEST and not fresh:
         return _KIT_DIGEST[0]
+    _KIT_DIGEST.clear()
     import hashlib
 
     import kvcontract

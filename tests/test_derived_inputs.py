@@ -130,3 +130,22 @@ def test_the_contract_s_own_examples_do_not_vary_a_field_the_engine_lacks(monkey
     assert "systematic" in phases, phases
     moved = [(p, s) for p, s in seen if type(s) in defaults and s.dcp_sharded != defaults[type(s)]]
     assert not moved, moved[:3]
+
+
+def test_an_engine_with_one_kind_skips_what_needs_two_and_errs_nowhere() -> None:
+    """vLLM before 0.9 has FullAttentionSpec only: ERROR-KIND-1 (two kinds merged) skips with the
+    reason, and the laws whose shapes mix kinds among others draw the others (the kit raised
+    hypothesis' InvalidArgument there: a kit error on 0.7.0 and 0.8.0)."""
+    from kvcontract.conformance.engines.reference import ReferenceEngine
+    from kvcontract.reference import SPEC_KINDS, FullAttentionSpec
+
+    class Early(ReferenceEngine):
+        def unsupported_kinds(self) -> dict[type, str]:
+            return {k: "absent" for k in SPEC_KINDS if k is not FullAttentionSpec}
+
+    engine = Early()
+    (skip,), _ = execution.run_law(engine, law("ERROR-KIND-1"), "default", 0, None)
+    assert skip.status == "skip" and "one spec kind (FullAttentionSpec)" in skip.message
+    for clause in ("UNIFORM-MERGE-1", "UNIFORM-NORAISE-1"):
+        records, _ = execution.run_law(engine, law(clause), "default", 0, None)
+        assert not [r for r in records if r.status == "error"], [r.message for r in records]

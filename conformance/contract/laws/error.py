@@ -149,12 +149,22 @@ ERROR_OPS = frozenset({"to_engine", "from_engine", "merge"})
 _OPTIMIZE = ("ERROR-OPTIMIZE-1",)
 _MERGE = frozenset({"merge"})
 
+def _two_kinds(engine: Engine) -> str | None:
+    """ERROR-KIND-1 merges two kinds: an engine with one (vLLM before 0.9) has none to merge."""
+    from kvcontract.reference import SPEC_KINDS
+
+    missing = set(engine.unsupported_kinds())
+    kinds = [k.__name__ for k in SPEC_KINDS if k not in missing]
+    return None if len(kinds) >= 2 else f"the engine has one spec kind ({', '.join(kinds) or 'none'}): no two to merge"
+
+
 ERROR_LAWS: tuple[Law, ...] = (
     Law("ERROR-DETECT-1", shapes.NEAR_MISS, check_detect, operations=ERROR_OPS, searched=_MERGE, feeds=_OPTIMIZE),
     Law("ERROR-TYPE-1", shapes.NEAR_MISS, check_type, operations=ERROR_OPS, searched=_MERGE, feeds=_OPTIMIZE),
     Law("ERROR-MESSAGE-1", shapes.NEAR_MISS, check_message, operations=ERROR_OPS, searched=_MERGE,
         reads_values=True),
-    Law("ERROR-KIND-1", shapes.MIXED_KINDS, check_kind_error, operations=ERROR_OPS, searched=frozenset({"mixed"}),
+    Law("ERROR-KIND-1", shapes.MIXED_KINDS, check_kind_error, _two_kinds, operations=ERROR_OPS,
+        searched=frozenset({"mixed"}),
         feeds=_OPTIMIZE),
     Law("ERROR-EMPTY-1", shapes.NOTHING, check_empty, _needs_empty_merge, operations=frozenset({"merge"}),
         searched=frozenset({"empty"})),
