@@ -26,10 +26,9 @@ ENV = dict(os.environ, CUDA_VISIBLE_DEVICES="", VLLM_LOGGING_LEVEL="ERROR")
 pytestmark = [pytest.mark.slow, pytest.mark.releases]
 
 OWN = {
-    "aphrodite": ("aphrodite/", {"_get_kv_cache_groups_glm5_next:raises-AssertionError",
-                                 "_get_kv_cache_groups_glm5_next:assert-only"}),
-    "vllm-ascend": ("vllm_ascend/", {"AscendMLAAttentionSpec.merge:wrong-value",
-                                     "AscendSlidingWindowMLASpec.merge:accepts-disagreement",
+    "aphrodite": ("aphrodite/", {"_get_kv_cache_groups_glm5_next:assert"}),
+    "vllm-ascend": ("vllm_ascend/", {"AscendMLAAttentionSpec.merge:mishandles",
+                                     "AscendSlidingWindowMLASpec.merge:mishandles",
                                      "_get_kv_cache_groups_uniform_groups:raises-IndexError"}),
 }
 """Per engine: where its own files are, and defects only it has (the fork's grouping path; the
