@@ -214,6 +214,15 @@ def render(index: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]) -
                              f"{index['timings_s'].get(v, {}).get('check_s', '?')}s"])
     lines += markdown_table(["release", "MUST", "reachable", "reached", "synthetic", "advice", "kit errors",
                              "corpus tables", "check"], release_rows, align="<>>>>>>>>")
+    bare = [v for v in versions if not reports[v].get("tables")]
+    if bare:
+        lines += ["", "Releases checked without a corpus table (no defect of theirs can be shown reachable; "
+                  "their MUST defects are latent or reached at most): the corpus builder drives model code "
+                  "as vLLM 0.28 and later build it.", ""]
+        for v in bare:
+            said = [w for w in reports[v].get("warnings", []) if "corpus" in w]
+            lines.append(f"- {v}: " + (said[0][:300] if said else "the builder ran and every architecture was "
+                                       "skipped (this release's config or loader API predates what it drives)"))
     shapes = index.get("adapter", {})
     if shapes:
         lines += ["", "## What the adapter read from each release", "",
