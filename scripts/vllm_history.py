@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The vLLM release history: every release's findings, and when each was born and fixed.
 
-usage: python3 scripts/vllm_history.py [--versions 0.11.0,...,0.34.0] [--jobs 2] [--profile quick]
+usage: python3 scripts/vllm_history.py [--versions 0.11.0,...,0.34.0] [--jobs 2] [--profile default]
                                        [--env-root DIR] [--base-python PY] [--render-only]
 
 What it does and the files it writes: :mod:`kvcontract.conformance.reports.releases.history` (this script runs its ``main``).

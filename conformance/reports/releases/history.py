@@ -301,7 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated vLLM releases (default: %(default)s)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="releases checked at a time (default: min(2, cores))")
-    parser.add_argument("--profile", default="quick", choices=("quick", "default", "thorough"))
+    parser.add_argument("--profile", default="default", choices=("quick", "default", "thorough"),
+                        help="the check profile (default: %(default)s, as the committed history)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--env-root", type=Path, default=ENV_ROOT,
                         help="where the per-release environments are cached (default: %(default)s)")
