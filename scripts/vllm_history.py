@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The vLLM release history: every release's findings, and when each was born and fixed.
+"""The vLLM release history in defects: per defect the releases that have it, first bad, gone in,
+and the releases where a model of the release's own corpus shows its harm.
 
-usage: python3 scripts/vllm_history.py [--versions 0.11.0,...,0.34.0] [--jobs 2] [--profile default]
-                                       [--env-root DIR] [--base-python PY] [--render-only]
+usage: python3 scripts/vllm_history.py [--versions 0.7.0,...,0.34.0] [--jobs 2] [--profile default]
+                                       [--reuse-reports] [--env-root DIR] [--base-python PY] [--render-only]
 
 What it does and the files it writes: :mod:`kvcontract.conformance.reports.releases.history` (this script runs its ``main``).
 """

@@ -59,8 +59,10 @@ __all__ = ["DOC", "REPORTS", "history", "load_reports", "main", "render", "rende
 DOC = REPO / "docs" / "vllm-history.md"
 REPORTS = REPO / "docs" / "vllm-history" / "reports"
 INDEX = "index.json"
-DEFAULT_VERSIONS = ("0.11.0", "0.15.1", "0.20.0", "0.25.0", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
-                    "0.33.0", "0.34.0")
+DEFAULT_VERSIONS = ("0.7.0", "0.8.0", "0.8.5", "0.10.2", "0.11.0", "0.15.1", "0.20.0", "0.23.0", "0.25.0", "0.28.0",
+                    "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
+"""The releases the committed history covers (0.9.2 is left out: its model registry cannot import
+with the transformers of the kit's base environment, which registers a config of the same name)."""
 
 
 # -- checks ------------------------------------------------------------------------------------
