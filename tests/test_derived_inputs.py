@@ -149,3 +149,19 @@ def test_an_engine_with_one_kind_skips_what_needs_two_and_errs_nowhere() -> None
     for clause in ("UNIFORM-MERGE-1", "UNIFORM-NORAISE-1"):
         records, _ = execution.run_law(engine, law(clause), "default", 0, None)
         assert not [r for r in records if r.status == "error"], [r.message for r in records]
+
+
+def test_a_release_without_the_uniformity_test_skips_the_uniform_clauses() -> None:
+    """vLLM before 0.11 has no is_kv_cache_spec_uniform: the adapter says so and the UNIFORM clauses
+    skip with that reason; its refusal (EngineUnavailable, the kit's own) was judged a finding."""
+    from kvcontract.conformance.engines.reference import ReferenceEngine
+
+    class Older(ReferenceEngine):
+        def uniform_unavailable(self) -> str | None:
+            return "older has no is_kv_cache_spec_uniform"
+
+    for clause in ("UNIFORM-MERGE-1", "UNIFORM-NORAISE-1", "UNIFORM-EMPTY-1"):
+        (record,), _ = execution.run_law(Older(), law(clause), "quick", 0, None)
+        assert (record.status, record.message) == ("skip", "older has no is_kv_cache_spec_uniform"), clause
+    records, _ = execution.run_law(ReferenceEngine(), law("UNIFORM-EMPTY-1"), "quick", 0, None)
+    assert all(r.status == "pass" for r in records)

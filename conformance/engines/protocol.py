@@ -190,6 +190,17 @@ class GroupingAvailability(Protocol):
 
 
 @runtime_checkable
+class UniformAvailability(Protocol):
+    """An adapter that knows whether its engine's uniformity test can be driven here (optional).
+
+    ``uniform_unavailable()`` returns the reason it cannot (a release without the function), or
+    None; the UNIFORM clauses skip with that reason rather than judge the adapter's own refusal.
+    """
+
+    def uniform_unavailable(self) -> str | None: ...
+
+
+@runtime_checkable
 class Planning(Protocol):
     """An adapter that drives its engine's planner (optional; chapter PLAN).
 

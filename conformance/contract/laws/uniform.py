@@ -51,14 +51,23 @@ def check_uniform_empty(engine: Engine, ex: Example) -> None:
                         signature("not-true"))
 
 
+def _needs_uniform(engine: Engine) -> str | None:
+    """UNIFORM-*: the engine's uniformity test can be called here (else skip with the adapter's
+    reason: a release without the function is not judged by the adapter's refusal)."""
+    from kvcontract.conformance.engines.protocol import UniformAvailability
+
+    return engine.uniform_unavailable() if isinstance(engine, UniformAvailability) else None
+
+
 UNIFORM_OPS = frozenset({"to_engine", "is_uniform"})
 _SEARCHED = frozenset({"merge", "mixed", "uniform"})
 
 UNIFORM_LAWS: tuple[Law, ...] = (
-    Law("UNIFORM-MERGE-1", shapes.UNIFORM_CASES, check_uniform_merge, operations=UNIFORM_OPS, searched=_SEARCHED),
-    Law("UNIFORM-NORAISE-1", shapes.INCOMPATIBLE, check_uniform_noraise, operations=UNIFORM_OPS,
+    Law("UNIFORM-MERGE-1", shapes.UNIFORM_CASES, check_uniform_merge, _needs_uniform, operations=UNIFORM_OPS,
+        searched=_SEARCHED),
+    Law("UNIFORM-NORAISE-1", shapes.INCOMPATIBLE, check_uniform_noraise, _needs_uniform, operations=UNIFORM_OPS,
         searched=_SEARCHED, feeds=("ERROR-OPTIMIZE-1",)),
-    Law("UNIFORM-EMPTY-1", shapes.NOTHING, check_uniform_empty, operations=frozenset({"is_uniform"}),
+    Law("UNIFORM-EMPTY-1", shapes.NOTHING, check_uniform_empty, _needs_uniform, operations=frozenset({"is_uniform"}),
         searched=frozenset({"empty"})),
 )
 """The laws of chapter UNIFORM, in SPEC.md order."""

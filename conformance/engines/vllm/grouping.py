@@ -66,6 +66,10 @@ class VllmGrouping(VllmConversion):
             raise EngineUnavailable(self._no_planning("is_kv_cache_spec_uniform"))
         return self.planning
 
+    def uniform_unavailable(self) -> str | None:
+        """Why this release's ``is_kv_cache_spec_uniform`` cannot be called here, or None."""
+        return self._no_planning("is_kv_cache_spec_uniform") if self.planning is None else None
+
     def is_uniform(self, objs_by_layer: Mapping[str, Any]) -> bool:
         return bool(self._require_planning().is_kv_cache_spec_uniform(dict(objs_by_layer)))
 
