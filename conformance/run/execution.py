@@ -339,8 +339,7 @@ def as_engine_holds(engine: Engine) -> Any:
     set to its default, as the engine would leave it; an example with a kind the engine lacks, or
     whose one changed field is one it lacks (its members would no longer differ), is left out.
     The engine's own release loses nothing (it lacks no field of its corpus). The contract's own
-    examples (systematic, random) pass through it too: a release older than a field cannot hold a
-    layer apart by it, and the reference would plan that layer apart."""
+    examples pass through it too: a release cannot hold a layer apart by a field it lacks."""
     held = _HOLDS.get(id(engine))
     if held is not None and held[0] is engine:
         return held[1]
