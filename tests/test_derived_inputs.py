@@ -165,3 +165,26 @@ def test_a_release_without_the_uniformity_test_skips_the_uniform_clauses() -> No
         assert (record.status, record.message) == ("skip", "older has no is_kv_cache_spec_uniform"), clause
     records, _ = execution.run_law(ReferenceEngine(), law("UNIFORM-EMPTY-1"), "quick", 0, None)
     assert all(r.status == "pass" for r in records)
+
+
+def test_a_release_without_merge_skips_the_clauses_that_merge() -> None:
+    """vLLM 0.7.0 to 0.8.5 have no ``merge`` on their specs: the adapter says so and every law that
+    merges skips with that reason (its AttributeError was judged a finding of each MERGE and ERROR
+    clause); ROLE-COVER-1 still runs its drift guard."""
+    from kvcontract.conformance.contract.laws import LAWS
+    from kvcontract.conformance.engines.reference import ReferenceEngine
+
+    class Oldest(ReferenceEngine):
+        def merge_unavailable(self) -> str | None:
+            return "oldest has no merge"
+
+        def merge(self, objs: object) -> object:
+            raise AttributeError("'FullAttentionSpec' object has no attribute 'merge'")
+
+    merging = [x for x in LAWS if x.clause.startswith(("MERGE-", "ERROR-")) and x.clause != "ERROR-OPTIMIZE-1"]
+    assert len(merging) >= 12
+    for law_ in merging:
+        (record,), _ = execution.run_law(Oldest(), law_, "quick", 0, None)
+        assert (record.status, record.message) == ("skip", "oldest has no merge"), law_.clause
+    records, _ = execution.run_law(Oldest(), law("ROLE-COVER-1"), "quick", 0, None)
+    assert records and all(r.status == "pass" for r in records), [r.message for r in records]

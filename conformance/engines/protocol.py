@@ -16,7 +16,9 @@ with ``isinstance`` (an adapter declares one by implementing it):
   is checked against chapter DISPATCH; ``router()`` returning None (or no such
   method) skips those clauses with the reason;
 - :class:`GroupingAvailability`: ``grouping_unavailable()`` says why the engine's
-  grouping cannot be driven here (the GROUP clauses skip with it);
+  grouping cannot be driven here (the GROUP clauses skip with it); likewise
+  :class:`MergeAvailability` (``merge_unavailable()``: a release whose specs have no merge)
+  and :class:`UniformAvailability`;
 - :class:`ValueDomains`: ``value_domains()``, the reference values the engine
   accepts per value type (what generated specs draw from); with
   :class:`ValueIntrospectable` also the engine's own values (ROLE-COVER-1);
@@ -187,6 +189,18 @@ class GroupingAvailability(Protocol):
     """
 
     def grouping_unavailable(self) -> str | None: ...
+
+
+@runtime_checkable
+class MergeAvailability(Protocol):
+    """An adapter that knows whether its engine's spec merge exists here (optional).
+
+    ``merge_unavailable()`` returns the reason it does not (a release whose spec classes have
+    no ``merge``), or None; the laws that merge skip with that reason rather than judge the
+    missing method as the engine's answer.
+    """
+
+    def merge_unavailable(self) -> str | None: ...
 
 
 @runtime_checkable

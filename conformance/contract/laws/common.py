@@ -25,7 +25,7 @@ from kvcontract.conformance.contract.model import (
     signature,
 )
 from kvcontract.conformance.contract.repro import Call, MergeOf
-from kvcontract.conformance.engines.protocol import Engine, FreshObjects
+from kvcontract.conformance.engines.protocol import Engine, FreshObjects, MergeAvailability
 from kvcontract.reference import InvalidSpec, KVCacheSpec, Role, is_advisory, role_of
 
 
@@ -190,6 +190,19 @@ def has_role(engine: Engine, role: Role) -> bool:
     domain = domain_of(engine)
     return any(role_of(f) is role and f.name not in domain.pinned_fields(kind)
                for kind in domain.kinds for f in dataclasses.fields(kind))
+
+
+def needs_merge(engine: Engine) -> str | None:
+    """The laws that merge: the engine's spec merge exists here (a release whose specs have no
+    ``merge`` declares it, :class:`MergeAvailability`; its absence is not the engine's answer)."""
+    return engine.merge_unavailable() if isinstance(engine, MergeAvailability) else None
+
+
+def merging(requires: Callable[[Engine], str | None] | None = None) -> Callable[[Engine], str | None]:
+    """``requires`` (the law's own requirement) after :func:`needs_merge`."""
+    def both(engine: Engine) -> str | None:
+        return needs_merge(engine) or (requires(engine) if requires is not None else None)
+    return both
 
 
 def needs_capability(engine: Engine) -> str | None:

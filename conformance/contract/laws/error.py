@@ -17,6 +17,8 @@ from kvcontract.conformance.contract.laws.common import (
     engine_objects,
     fields_of,
     from_engine,
+    merging,
+    needs_merge,
     raised_signature,
 )
 from kvcontract.conformance.contract.model import Example, KitFailure, Law, Violation, signature
@@ -159,14 +161,14 @@ def _two_kinds(engine: Engine) -> str | None:
 
 
 ERROR_LAWS: tuple[Law, ...] = (
-    Law("ERROR-DETECT-1", shapes.NEAR_MISS, check_detect, operations=ERROR_OPS, searched=_MERGE, feeds=_OPTIMIZE),
-    Law("ERROR-TYPE-1", shapes.NEAR_MISS, check_type, operations=ERROR_OPS, searched=_MERGE, feeds=_OPTIMIZE),
-    Law("ERROR-MESSAGE-1", shapes.NEAR_MISS, check_message, operations=ERROR_OPS, searched=_MERGE,
+    Law("ERROR-DETECT-1", shapes.NEAR_MISS, check_detect, needs_merge, operations=ERROR_OPS, searched=_MERGE, feeds=_OPTIMIZE),
+    Law("ERROR-TYPE-1", shapes.NEAR_MISS, check_type, needs_merge, operations=ERROR_OPS, searched=_MERGE, feeds=_OPTIMIZE),
+    Law("ERROR-MESSAGE-1", shapes.NEAR_MISS, check_message, needs_merge, operations=ERROR_OPS, searched=_MERGE,
         reads_values=True),
-    Law("ERROR-KIND-1", shapes.MIXED_KINDS, check_kind_error, _two_kinds, operations=ERROR_OPS,
+    Law("ERROR-KIND-1", shapes.MIXED_KINDS, check_kind_error, merging(_two_kinds), operations=ERROR_OPS,
         searched=frozenset({"mixed"}),
         feeds=_OPTIMIZE),
-    Law("ERROR-EMPTY-1", shapes.NOTHING, check_empty, _needs_empty_merge, operations=frozenset({"merge"}),
+    Law("ERROR-EMPTY-1", shapes.NOTHING, check_empty, merging(_needs_empty_merge), operations=frozenset({"merge"}),
         searched=frozenset({"empty"})),
 )
 """The laws of chapter ERROR, in SPEC.md order."""

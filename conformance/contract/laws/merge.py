@@ -26,6 +26,7 @@ from kvcontract.conformance.contract.laws.common import (
     from_engine,
     has_role,
     merge,
+    merging,
     needs_capability,
 )
 from kvcontract.conformance.contract.laws.error import expect_rejection
@@ -36,7 +37,6 @@ from kvcontract.conformance.contract.model import (
     Shape,
     Violation,
     domain_of,
-    no_requirement,
     per_field,
     signature,
 )
@@ -239,7 +239,7 @@ MERGE_OPS = frozenset({"to_engine", "from_engine", "merge", "page_size"})
 
 def _merge_law(clause: str, shape: Shape, check: Callable[[Engine, Example], None],
                requires: Callable[[Engine], str | None] | None = None) -> Law:
-    return Law(clause, shape, check, requires or no_requirement, operations=MERGE_OPS,
+    return Law(clause, shape, check, merging(requires), operations=MERGE_OPS,
                searched=frozenset({"merge"}))
 
 

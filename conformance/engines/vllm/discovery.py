@@ -98,6 +98,8 @@ class VllmDiscovery:
         own name (a class the engine adds there, even one deriving from a kind, is new: the drift
         guard names it); a plugin's spec class, the kind of the nearest base it derives from."""
         if getattr(self.interface, cls.__name__, None) is cls:
+            if cls.__name__ in self.homes.spec_bases[1:]:  # the base under an older name (0.7.0's KVCacheSpecBase)
+                return self.homes.spec_bases[0]
             return cls.__name__ if cls.__name__ in KINDS_BY_NAME else None
         if cls in self._plugin_classes.values():
             return base_kind(cls, self.interface)

@@ -218,6 +218,15 @@ class VllmEngine(VllmPlanning, VllmProducible):
         objs = list(objs)
         return (objs[0] if objs else self.interface.KVCacheSpec).merge(objs)
 
+    def merge_unavailable(self) -> str | None:
+        """MergeAvailability: why this release's specs cannot be merged (vLLM 0.7.0 to 0.8.5 have no
+        ``merge``: a table had one kind and its specs were compared by equality), or None."""
+        base = getattr(self.interface, "KVCacheSpec", None)
+        if base is None or callable(getattr(base, "merge", None)):
+            return None
+        return (f"{self.name} {self.version}'s spec classes have no merge ({base.__name__} defines none): "
+                "the merge clauses have nothing to judge")
+
     def page_size(self, obj: Any) -> int:
         return int(obj.page_size_bytes)
 

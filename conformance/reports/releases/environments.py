@@ -65,7 +65,8 @@ def say(message: str) -> None:
 
 
 def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
+    """Release order: every number of the version (0.8.5 < 0.8.5.post1 < 0.8.6; 0.10.1 < 0.10.1.1)."""
+    return tuple(int(p) for p in re.findall(r"\d+", version))
 
 
 # -- environments -------------------------------------------------------------------------------
@@ -210,6 +211,19 @@ def recorded_extras(path: Path) -> list[str]:
     return [e.strip() for e in line.removeprefix("# extras:").split(",") if "==" in e]
 
 
+def neighbour_pins(version: str, requirements: Path) -> Path | None:
+    """The pin file of the nearest release before ``version`` that records its extras (a release
+    between two checked ones mostly needs its predecessor's: they are installed in one go, and the
+    probe finds what differs); None when there is none."""
+    prefix = "vllm-"
+    earlier = []
+    for path in requirements.glob(f"{prefix}[0-9]*-cpu.txt"):
+        other = path.name.removeprefix(prefix).removesuffix("-cpu.txt")
+        if version_key(other) < version_key(version) and recorded_extras(path):
+            earlier.append((version_key(other), path))
+    return max(earlier)[1] if earlier else None
+
+
 def install_missing(label: str, python: str, run_probe: Callable[[], Problems], target: Path,
                     wanted: Mapping[str, str], pins: Mapping[str, str], never: set[str]) -> Problems:
     """Install one light package (``--no-deps --target``) per module the probe finds missing, until
@@ -260,9 +274,12 @@ def build_env(version: str, python: str, root: Path) -> dict[str, Any]:
     extras = env_dir / "extras"
     extras.mkdir(exist_ok=True)
     pin_file = REPO / "requirements" / f"vllm-{version}-cpu.txt"
-    recorded = recorded_extras(pin_file)
+    recorded, source = recorded_extras(pin_file), pin_file
+    if not recorded and not installed_extras(extras):  # no pins of its own: its predecessor's
+        source = neighbour_pins(version, pin_file.parent) or pin_file
+        recorded = recorded_extras(source)
     if recorded and not installed_extras(extras):  # found before: in one go, then the probe finds none missing
-        say(f"{version}: installing the {len(recorded)} extras recorded in {pin_file.name}")
+        say(f"{version}: installing the {len(recorded)} extras recorded in {source.name}")
         subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(extras), *recorded],
                        capture_output=True, text=True)
     problems = install_missing(f"vllm {version}", python, lambda: probe(python, env_dir), extras, wanted,
