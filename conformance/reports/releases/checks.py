@@ -52,7 +52,7 @@ def check_path(env_dir: Path, profile: str, seed: int) -> Path:
     return env_dir / f"check-{profile}-seed{seed}.json"
 
 
-def _reusable(target: Path, version: str, profile: str, seed: int) -> dict[str, Any] | None:
+def reusable(target: Path, version: str, profile: str, seed: int) -> dict[str, Any] | None:
     """The report at ``target`` if this kit (same source digest) checked this release at (profile, seed)."""
     from kvcontract.reports import kit_digest
 
@@ -76,7 +76,7 @@ def run_check(version: str, python: str, env_dir: Path, profile: str, seed: int,
 
     target = target or check_path(env_dir, profile, seed)
     before = kit_digest(fresh=True)
-    kept = _reusable(target, version, profile, seed)
+    kept = reusable(target, version, profile, seed)
     if kept is not None:
         return kept, ""
     cmd = [python, "-m", "kvcontract", "check", "--engine", "vllm", "--engine-path", str(env_dir / "tree"),

@@ -15,9 +15,10 @@ releases that have it, the first one, the one it is gone in, and the releases wh
 of the release's own corpus shows its harm; the README's account comes from it. The finer
 grain, per finding (clause x signature, :func:`history`), is kept as data
 (``docs/vllm-history/findings.json``). Generated, never edited by hand: ``--render-only``
-re-renders the document (and the README's block) from the reports; ``--reuse-reports``
-resumes an interrupted run (a release whose report was written with the same profile and
-seed is not checked again).
+re-renders the document (and the README's block) from the reports. An interrupted run resumes:
+a release this kit (the same source digest) already checked at the profile and seed is not
+checked again (its environment and full report are kept, :func:`.checks.run_check`);
+``--reuse-reports`` also skips its environment and adapter probe.
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from kvcontract.conformance.reports.diff import PRESENT, subject
-from kvcontract.conformance.reports.releases.checks import adapter_shape, run_check, slim
+from kvcontract.conformance.reports.releases.checks import (
+    adapter_shape,
+    check_path,
+    reusable,
+    run_check,
+    slim,
+)
 from kvcontract.conformance.reports.releases.defect_history import (
     defect_rows,
     release_counts,
@@ -315,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--first-note", default="",
                         help="why releases before the first one checked cannot be (for the document)")
     parser.add_argument("--reuse-reports", action="store_true",
-                        help="keep a release's report if it exists with the same profile and seed")
+                        help="keep a release's report, without building its environment, if this kit "
+                             "made it at the same profile and seed")
     parser.add_argument("--render-only", action="store_true", help="re-render docs/vllm-history.md only")
     parser.add_argument("--date", help="date for the header (default: today, UTC)")
     parser.add_argument("--check-reviews", metavar="RELEASES",
@@ -337,8 +345,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_doc()
         return 0
     REPORTS.mkdir(parents=True, exist_ok=True)
-    todo = [v for v in versions if not (args.reuse_reports and _reusable(v, args.profile, args.seed))]
-    results = run_all(todo, args.base_python, args.env_root.resolve(), args.profile, args.seed, args.jobs)
+    root = args.env_root.resolve()
+    todo = [v for v in versions if not (args.reuse_reports and _reusable(v, args.profile, args.seed, root))]
+    results = run_all(todo, args.base_python, root, args.profile, args.seed, args.jobs)
     previous = json.loads((REPORTS / INDEX).read_text()) if (REPORTS / INDEX).exists() else {}
     checked = [v for v in versions if (REPORTS / f"{v}.json").exists() and not results.get(v, {}).get("skipped")]
     index = {
@@ -362,9 +371,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _reusable(version: str, profile: str, seed: int) -> bool:
+def _reusable(version: str, profile: str, seed: int, root: Path) -> bool:
+    """The release's kept report stands: written at this profile and seed, from a full report
+    this kit made (a report of an older kit is checked again, never taken for today's)."""
     path = REPORTS / f"{version}.json"
     if not path.exists():
         return False
     report = json.loads(path.read_text())
-    return (report.get("engine_version"), report.get("profile"), report.get("seed")) == (version, profile, seed)
+    if (report.get("engine_version"), report.get("profile"), report.get("seed")) != (version, profile, seed):
+        return False
+    return reusable(check_path(root / f"vllm-{version}", profile, seed), version, profile, seed) is not None
