@@ -29,8 +29,17 @@ def _search(engine: str, iterations: int, **kw):
 
 
 def test_reference_every_path_reaches_the_engine_and_nothing_fails():
-    """The control: the whole contract searched, no finding, no kit error, no rejection."""
-    search = _search("reference", 600)
+    """The control: the whole contract searched, no finding, no kit error, no rejection; the
+    corpus's tables too where a corpus is given (without one, that group is left out)."""
+    from kvcontract.conformance.contract.corpus import use_corpus
+    from kvcontract.conformance.engines.vllm.corpus import SHIPPED_DIR
+
+    assert "corpus" not in {g.stats.operation for g in Search(resolve_engine("reference")).groups}
+    use_corpus(str(SHIPPED_DIR / "vllm-0.34.0.json.gz"))
+    try:
+        search = _search("reference", 600)
+    finally:
+        use_corpus(None)
     ops = {g.stats.operation for g in search.groups}
     assert ops == set(OPERATIONS)
     structural = [g for g in search.groups if g.stats.operation not in VALUE_OPERATIONS]

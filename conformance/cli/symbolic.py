@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from kvcontract.conformance.cli.options import (
+    add_corpus,
     add_domain,
     add_engine,
     add_json,
@@ -43,6 +44,8 @@ def register(subparsers: Any) -> None:
                     "Exit 1 on a finding.")
     add_engine(parser)
     add_domain(parser)
+    add_corpus(parser, what="the corpus of real models' layer tables the 'corpus' group starts from: auto "
+                            "(default: as check picks it), none (that group is left out), or a corpus file")
     parser.add_argument("--budget", type=float, default=None,
                         help=f"CPU seconds of search per mode (default {DEFAULT_BUDGET_S:g} unless --iterations "
                              "is given; the modes run concurrently)")
@@ -98,11 +101,17 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupted)  # a stopped run closes its workers, keeps its report
     progress = progress_printer(args.quiet)
     use_domain(args.domain)  # the search's workers inherit it: they draw from check's domain
+    corpus = None
+    if "corpus" in ops:
+        from kvcontract.conformance.engines.corpora import resolve
+
+        chosen = resolve(args.engine, args.corpus, args.tables, progress=progress)  # the report names it
+        corpus = str(chosen.path) if chosen.path else None
     try:
         report = run_symbolic(args.engine, budget_s=budget, iterations=args.iterations, optimize=args.optimize,
                               operations=ops, kinds=comma_list(args.kinds, "--kinds"), clauses=clauses,
                               xfails=args.xfails, use_default_xfails=not args.no_xfails, seed_value=args.seed,
-                              json_path=args.json, progress=progress, wall_s=wall)
+                              json_path=args.json, progress=progress, wall_s=wall, corpus=corpus)
     except SearchError as exc:
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt as exc:

@@ -95,6 +95,8 @@ class SymbolicReport(ReportHeader):
     operations: list[str]
     kinds: list[str] | None = None
     expectations: str | None = None
+    corpus: str | None = None
+    """The corpus file the ``corpus`` group's tables came from (None: no corpus, that group left out)."""
     complete: bool = False
     stopped: str = ""
     """Why the run ended early (interrupted, a worker's hang or crash), or ""."""
@@ -169,6 +171,8 @@ def render(report: SymbolicReport, verbose: bool = False) -> str:
              f"(modes {'+'.join(report.modes)}, budget {budget or 'none'} per mode{wall})"]
     if report.expectations:
         lines.append(f"expectations: {report.expectations}")
+    if report.corpus:
+        lines.append(f"corpus: {report.corpus}")
     header = (f"{'mode':<9} {'group':<36} {'paths':>6} {'engine':>6} {'rejected':>8} {'exhausted':>9} "
               f"{'findings':>8} {'cpu':>7}")
     lines += ["", header, "-" * len(header)]

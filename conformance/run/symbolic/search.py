@@ -55,6 +55,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kvcontract.conformance.contract import strategies as strat
+from kvcontract.conformance.contract.corpus import current_corpus
 from kvcontract.conformance.contract.laws import (
     CLAUSE_ORDER,
     OPERATION_CLAUSES,
@@ -74,9 +75,14 @@ from kvcontract.conformance.engines.protocol import Engine
 from kvcontract.conformance.reports.check import Mode, Record
 from kvcontract.conformance.reports.expectations import Expectations
 from kvcontract.conformance.run import verdicts
-from kvcontract.conformance.run.execution import judge_expectations
+from kvcontract.conformance.run.execution import as_engine_holds, judge_expectations
 from kvcontract.conformance.run.symbolic.blocks import Blocks
 from kvcontract.conformance.run.symbolic.choices import Chooser, Proportional, Rejected
+from kvcontract.conformance.run.symbolic.corpus import (
+    CORPUS_OPERATIONS,
+    corpus_blocks,
+    corpus_probe,
+)
 from kvcontract.conformance.run.symbolic.probes import (
     Probe,
     empty_probe,
@@ -101,14 +107,16 @@ from kvcontract.conformance.run.symbolic.values import (
 )
 from kvcontract.conformance.run.worker import last_frame
 
-OPERATIONS: tuple[str, ...] = (*SEARCH_OPERATIONS, *VALUE_OPERATIONS)
-"""The operation groups a run can select (``--ops``): the structural ones, then the value
-groups (:mod:`kvcontract.conformance.run.symbolic.values`)."""
+OPERATIONS: tuple[str, ...] = (*SEARCH_OPERATIONS, *CORPUS_OPERATIONS, *VALUE_OPERATIONS)
+"""The operation groups a run can select (``--ops``): the structural ones, the corpus's tables
+(:mod:`kvcontract.conformance.run.symbolic.corpus`), then the value groups
+(:mod:`kvcontract.conformance.run.symbolic.values`)."""
+_BASE_OPERATION = {**CORPUS_OPERATIONS, **VALUE_OPERATIONS}
 
 
 def clauses_of(operation: str) -> tuple[str, ...]:
-    """The clauses that judge an operation group's paths (a value group: its base operation's)."""
-    return OPERATION_CLAUSES[VALUE_OPERATIONS.get(operation, operation)]
+    """The clauses that judge an operation group's paths (a corpus or value group: its base operation's)."""
+    return OPERATION_CLAUSES[_BASE_OPERATION.get(operation, operation)]
 
 DEFAULT_BUDGET_S = 120.0
 """CPU seconds of search per interpreter mode (the modes run concurrently)."""
@@ -246,6 +254,13 @@ class Search:
                                     seed_value, self.mode))
             elif op == "route":
                 groups.append(Group(op, "", route_probe, seed_value, self.mode))
+            elif op == "corpus" and grouping:
+                corpus = current_corpus()
+                held = as_engine_holds(self.engine)
+                found = corpus_blocks(corpus, held) if corpus is not None else None
+                if found is not None:
+                    groups.append(Group(op, "", functools.partial(corpus_probe, blocks=found, held=held),
+                                        seed_value, self.mode))
             elif op == "value-merge":
                 for kind in self.kinds:
                     kb = self.blocks.of(kind)

@@ -39,11 +39,13 @@ def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S,
                  kinds: Sequence[str] | None = None, clauses: Sequence[str] | None = None,
                  xfails: str | None = None, use_default_xfails: bool = True, seed_value: int = 0,
                  json_path: str | None = None, progress: Progress | None = None,
-                 stop_on_finding: bool = False, wall_s: float | None = None) -> SymbolicReport:
+                 stop_on_finding: bool = False, wall_s: float | None = None,
+                 corpus: str | None = None) -> SymbolicReport:
     """The search in one supervised worker per mode (``python -O`` for the optimized
     one), concurrently, each stopping at its CPU budget, its paths, or ``wall_s`` seconds
     after this call less :data:`WALL_RESERVE_S` (the deadline every worker is given),
-    whichever comes first. Raises :class:`SearchError` for an unknown kind or
+    whichever comes first. ``corpus`` (a corpus file) feeds the ``corpus`` group its tables
+    (without one that group is left out). Raises :class:`SearchError` for an unknown kind or
     operation, :class:`RuntimeError` when the engine cannot be loaded."""
     import kvcontract
     from kvcontract.conformance.reports.expectations import XfailsError, load_xfails
@@ -85,12 +87,14 @@ def run_symbolic(engine_name: str, *, budget_s: float | None = DEFAULT_BUDGET_S,
             kit_version=kvcontract.__version__, engine=info["name"], engine_version=info["version"],
             profile="symbolic", seed=seed_value, modes=modes, budget_s=budget_s, iterations=iterations, wall_s=wall_s,
             operations=list(operations), kinds=list(kinds) if kinds else None,
-            expectations=expectations.path if expectations else None, summary=summarize([], 0.0))
+            expectations=expectations.path if expectations else None, summary=summarize([], 0.0),
+            corpus=corpus if "corpus" in operations else None)
         live = LiveReport(report, json_path, progress)
         results: dict[str, Any] = {}
         args = {"engine": engine_name, "budget": budget_s, "iterations": iterations, "operations": list(operations),
                 "kinds": list(kinds) if kinds else None, "clauses": list(clauses) if clauses else None,
-                "xfails": xfails, "seed": seed_value, "stop_on_finding": stop_on_finding, "deadline": deadline}
+                "xfails": xfails, "seed": seed_value, "stop_on_finding": stop_on_finding, "deadline": deadline,
+                "corpus": corpus}
         # the CPU budget is the search's; the wall limit only catches a hung engine
         wall = (budget_s or 0) * 6 + (iterations or 0) * 2.0 + 300
         if deadline is not None:  # a worker past the deadline by a minute is stuck in the engine

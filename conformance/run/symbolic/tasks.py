@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from kvcontract.conformance.contract.corpus import use_corpus
 from kvcontract.conformance.contract.model import domain_of
 from kvcontract.conformance.reports.expectations import load_xfails
 from kvcontract.conformance.run.symbolic.search import OPERATIONS, Search
@@ -35,6 +36,7 @@ def symbolic_task(args: Mapping[str, Any], emit: Emit) -> dict[str, Any]:
     """The search as a worker task: every finding (and xpass) and every round's stats are
     emitted as they come; the result adds the errors and the clauses searched."""
     path = args.get("xfails")
+    use_corpus(args.get("corpus"))  # the corpus group's tables (none: that group is left out)
     search = Search(engine(str(args["engine"])), operations=list(args.get("operations") or OPERATIONS),
                     kinds=args.get("kinds"), clauses=args.get("clauses"),
                     expectations=load_xfails(str(path)) if path else None, seed_value=int(args.get("seed", 0)),
