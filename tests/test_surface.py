@@ -196,3 +196,37 @@ def _draws_only(strategy, cls):
         assert type(obj) is cls
 
     return draw
+
+
+def test_a_kind_the_adapter_cannot_build_is_drawn_from_its_own_class_not_converted():
+    """vLLM 0.10.0's MambaSpec requires a ``dtype`` the contract has no field for: the adapter
+    declares the kind unsupported, so ROLE-COVER-1 draws that class's objects from its own fields
+    for the role-free merge, rather than convert a reference MambaSpec (a kit error in that release)."""
+    from kvcontract.conformance.contract.laws import law
+    from kvcontract.conformance.run import execution
+
+    base = _toy_class("KVCacheSpec", (), [("block_size", int)])
+    old_mamba = _toy_class("MambaSpec", (base,), [("shapes", tuple), ("dtype", str)])
+
+    class OldRelease(ReferenceEngine):
+        def spec_classes(self):
+            return [base, old_mamba]
+
+        def unsupported_kinds(self):
+            return {reference.MambaSpec: "requires dtype, which the contract has no value for"}
+
+        def to_engine(self, spec):
+            if isinstance(spec, reference.MambaSpec):
+                raise TypeError("MambaSpec.__init__() missing 1 required positional argument: 'dtype'")
+            return super().to_engine(spec)
+
+        def merge(self, objs):
+            return objs[0] if objs and isinstance(objs[0], old_mamba) else super().merge(objs)
+
+    try:
+        records, _ = execution.run_law(OldRelease(), law("ROLE-COVER-1"), "quick", 0, None)
+    finally:
+        toy.KVCacheSpec = ToyBase  # the module's classes as the other tests know them
+        del toy.MambaSpec
+    assert not [r for r in records if r.status == "error"], [r.message for r in records]
+    assert "unclassified:MambaSpec:dtype" in {r.signature for r in records if r.status == "fail"}

@@ -231,3 +231,23 @@ def test_committed_history_covers_0_7_to_0_34_with_no_kit_error() -> None:
     assert {"0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"} <= set(with_corpus)
     text = (REPO / "docs" / "vllm-history.md").read_text()
     assert "## MUST defects" in text and "| release | MUST | reachable |" in text
+
+
+def test_release_order_counts_every_number_of_the_version() -> None:
+    """Post and fourth-number releases sort after the release they follow, before the next."""
+    versions = ["0.10.1.1", "0.8.5.post1", "0.10.1", "0.9.0", "0.8.5", "0.9.0.1", "0.10.0"]
+    assert sorted(versions, key=environments.version_key) == [
+        "0.8.5", "0.8.5.post1", "0.9.0", "0.9.0.1", "0.10.0", "0.10.1", "0.10.1.1"]
+
+
+def test_a_release_without_pins_starts_from_its_predecessor_s_extras(tmp_path: Path) -> None:
+    """A release between two checked ones is installed from the nearest earlier release's recorded
+    extras in one go (the probe then finds what differs); a pin file without extras is passed over."""
+    (tmp_path / "vllm-0.8.0-cpu.txt").write_text("# extras: a==1, b==2\n")
+    (tmp_path / "vllm-0.8.5-cpu.txt").write_text("# extras: a==3\n")
+    (tmp_path / "vllm-0.8.5.post1-cpu.txt").write_text("torch==2.13.0\n")  # hand-made: no extras line
+    (tmp_path / "vllm-0.10.0-cpu.txt").write_text("# extras: c==4\n")
+    found = environments.neighbour_pins("0.9.2", tmp_path)
+    assert found is not None and found.name == "vllm-0.8.5-cpu.txt"
+    assert environments.neighbour_pins("0.8.2", tmp_path).name == "vllm-0.8.0-cpu.txt"  # type: ignore[union-attr]
+    assert environments.neighbour_pins("0.7.0", tmp_path) is None
