@@ -137,12 +137,16 @@ def test_a_plugins_class_stands_for_its_bases_kind_and_an_engines_own_new_class_
     assert loading.base_kind(found["FullAttentionSpec"], interface) == "FullAttentionSpec"
 
     from kvcontract.conformance.engines.vllm.discovery import VllmDiscovery
+    from kvcontract.conformance.engines.vllm.homes import VLLM_HOMES
 
     engine: Any = object.__new__(VllmDiscovery)
-    engine.interface, engine._plugin_classes = interface, found
+    engine.interface, engine._plugin_classes, engine.homes = interface, found, VLLM_HOMES
     assert engine.kind_of(found["FullAttentionSpec"]) == "FullAttentionSpec"  # by inheritance
     assert engine.kind_of(interface.FullAttentionSpec) == "FullAttentionSpec"  # by its own name
     assert engine.kind_of(interface.TailSpec) is None  # the engine's new class: the drift guard names it
+    old_base = type("KVCacheSpecBase", (), {})
+    monkeypatch.setattr(interface, "KVCacheSpecBase", old_base, raising=False)
+    assert engine.kind_of(old_base) == "KVCacheSpec"  # vLLM 0.7.0's base, under its old name
     from kvcontract import reference
     assert engine.engine_class(reference.FullAttentionSpec) is found["FullAttentionSpec"]
 
